@@ -1,0 +1,2 @@
+"""rljax studies: one module per study (a frozen ``Config`` + ``run``), registered through
+the ``rljax.experiments`` entry-point group in pyproject.toml."""

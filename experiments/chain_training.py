@@ -1,0 +1,79 @@
+"""One seed's REINFORCE training on the ChainMDP, built from the library's layers.
+
+Shared by the ``orm-vs-prm`` study and the ``sweep`` benchmark so both time the same
+program.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rljax.advantages import make_baseline
+from rljax.algorithms import EpisodeBatch, reinforce
+from rljax.envs import ChainMDP
+from rljax.policies import tabular_softmax
+from rljax.rollout import episode_rollout
+
+
+def make_chain_train(
+    *,
+    mode: str,
+    chain_length: int = 5,
+    episodes: int = 400,
+    learning_rate: float = 0.1,
+    baseline: str = "ema",
+    baseline_init: float = 0.5,
+    baseline_rate: float = 0.05,
+):
+    """Build ``train(key) -> {"success": bool [episodes]}`` for reward mode ``mode``.
+
+    Each episode: roll out the tabular softmax policy for ``chain_length`` steps, update
+    with REINFORCE (ORM: every step's return is the final outcome, ``discount=1``;
+    PRM: each step's return is its own correctness, ``discount=0``), baseline fed with the
+    episode's score (outcome reward, or fraction of correct steps), plain SGD.
+    ``success[e]`` is whether episode ``e`` had every step correct.
+    """
+    env = ChainMDP(chain_length, mode)
+    env_params = env.default_params
+    policy = tabular_softmax(env.num_states, env.num_actions)
+    kwargs = {"initial": baseline_init, "rate": baseline_rate} if baseline == "ema" else {}
+    rl = reinforce(
+        policy.apply,
+        baseline=make_baseline(baseline, **kwargs),
+        discount=1.0 if mode == "orm" else 0.0,
+    )
+    opt = optax.sgd(learning_rate)
+    score_key = "outcome_reward" if mode == "orm" else "correct_fraction"
+
+    def train(key):
+        key_init, key_episodes = jax.random.split(key)
+        params = policy.init(key_init, None)
+        carry = (params, rl.init(params), opt.init(params))
+
+        def one_episode(carry, keys):
+            params, rl_state, opt_state = carry
+            key_roll, key_update = keys[0], keys[1]
+            traj = episode_rollout(
+                key_roll, env, env_params, policy.apply, params, chain_length, unroll=True
+            )
+            batch = EpisodeBatch(
+                obs=traj.obs[None],
+                actions=traj.action[None],
+                rewards=traj.reward[None],
+                mask=jnp.ones_like(traj.reward)[None],
+                episode_reward=traj.info[score_key][-1:],
+            )
+            grads, rl_state, _ = rl.update(params, rl_state, batch, key_update)
+            updates, opt_state = opt.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            success = traj.info["outcome_reward"][-1] > 0
+            return (params, rl_state, opt_state), success
+
+        # All episodes' keys in one generator call, outside the loop (see rollout.py).
+        episode_keys = jax.random.split(key_episodes, (episodes, 2))
+        _, success = jax.lax.scan(one_episode, carry, episode_keys)
+        return {"success": success}
+
+    return train

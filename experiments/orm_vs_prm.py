@@ -1,0 +1,391 @@
+"""Study ``orm-vs-prm``: outcome vs process rewards on a 5-step chain.
+
+Claim under test: "PRM reaches 50 % success in roughly half the episodes ORM needs".
+
+Setup (issue #2): ChainMDP of 5 steps, action 1 correct at every step; tabular softmax
+policy from zero logits; REINFORCE with plain SGD, ``lr = 0.1``,
+``logit[s] += lr * (R - b) * (onehot(a) - pi(.|s))``; EMA baseline ``b`` from 0.5, rate
+0.05, updated once per episode with that episode's reward (ORM: the outcome; PRM: the
+fraction of correct steps); under ORM every step's ``R`` is the outcome, under PRM each
+step's ``R`` is its own correctness; 400 episodes; success = all steps correct; success
+rate = mean success over a trailing window of 30 episodes.
+
+Episodes to 50 % success (``ep50``) are measured two ways: ``as_written`` (the window
+counts whatever episodes exist so far, so a success in episode 1 reads 100 %) and
+``full_window`` (only once 30 episodes exist). A seed that never reaches 50 % has
+``ep50 = inf``: medians are taken over all seeds with that convention (a proper median of
+the censored distribution) and the never-reached fraction is reported beside them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from experiments.chain_training import make_chain_train
+from rljax import io, stats
+from rljax.advantages import BASELINES
+from rljax.config import ConfigError, require_choice, require_float, require_int
+from rljax.envs import REWARD_MODES
+from rljax.report import Figure, figures_table, format_number
+from rljax.sweep import DEFAULT_BLOCK_SIZE, Sweep
+
+NAME = "orm-vs-prm"
+DESCRIPTION = "Outcome vs process rewards on a 5-step chain: episodes to 50 % success (REINFORCE)"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Configuration of the study (every field settable with ``--set key=value``)."""
+
+    seeds: int = 4096
+    block_size: int = DEFAULT_BLOCK_SIZE
+    base_seed: int = 0
+    modes: str = "orm,prm"
+    chain_length: int = 5
+    episodes: int = 400
+    learning_rate: float = 0.1
+    baseline: str = "ema"
+    baseline_init: float = 0.5
+    baseline_rate: float = 0.05
+    window: int = 30
+    threshold: float = 0.5
+    bootstrap_reps: int = 2000
+    confidence: float = 0.95
+
+    def mode_list(self) -> list[str]:
+        return [m.strip() for m in self.modes.split(",") if m.strip()]
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first invalid field."""
+        require_int("seeds", self.seeds, 1)
+        require_int("block_size", self.block_size, 1)
+        require_int("base_seed", self.base_seed, 0)
+        modes = self.mode_list()
+        if not modes or len(set(modes)) != len(modes):
+            raise ConfigError(f"modes: must be distinct reward modes from {REWARD_MODES}, "
+                              f"got {self.modes!r}")
+        for mode in modes:
+            require_choice("modes", mode, REWARD_MODES)
+        require_int("chain_length", self.chain_length, 1)
+        require_int("episodes", self.episodes, 1)
+        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
+        require_choice("baseline", self.baseline, tuple(BASELINES))
+        if self.baseline in ("group_mean", "leave_one_out"):
+            raise ConfigError(
+                f"baseline: {self.baseline} needs groups of >= 2 episodes; this study runs one "
+                "episode per update, use ema or none"
+            )
+        require_float("baseline_init", self.baseline_init)
+        require_float("baseline_rate", self.baseline_rate, low=0.0, high=1.0,
+                      low_inclusive=False)
+        require_int("window", self.window, 1)
+        require_float("threshold", self.threshold, low=0.0, high=1.0)
+        require_int("bootstrap_reps", self.bootstrap_reps, 1)
+        require_float("confidence", self.confidence, low=0.0, high=1.0, low_inclusive=False,
+                      high_inclusive=False)
+
+
+def trailing_success_rate(success: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Trailing-window success rates.
+
+    Args:
+      success: ``[S, E]`` bool/0-1, seed x episode.
+      window: W.
+
+    Returns:
+      ``(rate [S, E], full [E])``: ``rate[:, t]`` is the mean over episodes
+      ``max(0, t-W+1) .. t`` (whatever exists, "as written"); ``full[t]`` says whether
+      ``W`` episodes exist at ``t`` (``t + 1 >= W``).
+    """
+    s = np.asarray(success, dtype=np.float64)
+    csum = np.concatenate([np.zeros((s.shape[0], 1)), np.cumsum(s, axis=1)], axis=1)
+    t = np.arange(s.shape[1])
+    start = np.maximum(0, t + 1 - window)
+    sums = csum[:, t + 1] - csum[:, start]
+    counts = (t + 1 - start).astype(np.float64)
+    return sums / counts, (t + 1) >= window
+
+
+def episodes_to_threshold(
+    success: np.ndarray, window: int, threshold: float, full_window: bool
+) -> np.ndarray:
+    """First episode (1-based) whose trailing success rate is ``>= threshold``.
+
+    Args:
+      success: ``[S, E]``.
+      window: trailing window W.
+      threshold: success-rate threshold.
+      full_window: count only episodes with a full window (``as_written`` if false).
+
+    Returns:
+      ``[S]`` float64 episode numbers; ``inf`` for seeds that never reach it.
+    """
+    rate, full = trailing_success_rate(success, window)
+    hit = rate >= threshold
+    if full_window:
+        hit &= full[None, :]
+    first = np.argmax(hit, axis=1).astype(np.float64) + 1.0
+    first[~hit.any(axis=1)] = np.inf
+    return first
+
+
+def _median(x):
+    return jnp.median(x)
+
+
+def _mean(x):
+    return jnp.mean(x)
+
+
+def _ratio_of_medians(a, b):
+    return jnp.median(a) / jnp.median(b)
+
+
+def _interval(statistic, *samples, key, config: Config, paired: bool = False) -> stats.Interval:
+    return stats.bootstrap_ci(
+        statistic, *samples, key=key, reps=config.bootstrap_reps,
+        confidence=config.confidence, paired=paired,
+    )
+
+
+def analyse(success: dict[str, np.ndarray], config: Config, key: jax.Array) -> dict[str, Any]:
+    """All figures of the study from per-mode success matrices ``[S, E]``."""
+    out: dict[str, Any] = {}
+    keys = iter(jax.random.split(key, 32))
+    ep50 = {}
+    for mode, s in success.items():
+        for variant, full in (("as_written", False), ("full_window", True)):
+            e = episodes_to_threshold(s, config.window, config.threshold, full)
+            ep50[(mode, variant)] = e
+            ci = _interval(_median, e.astype(np.float32), key=next(keys), config=config)
+            suffix = "_as_written" if variant == "as_written" else ""
+            out[f"{mode}_ep50_median{suffix}"] = _finite_or_none(float(np.median(e)))
+            out[f"{mode}_ep50_median{suffix}_ci"] = [_finite_or_none(ci.low),
+                                                      _finite_or_none(ci.high)]
+            out[f"{mode}_never_reached{suffix}"] = float(np.mean(np.isinf(e)))
+        final = np.asarray(s[:, -config.window:], np.float32).mean(axis=1)
+        ci = _interval(_mean, final, key=next(keys), config=config)
+        out[f"{mode}_final_success"] = float(np.mean(final))
+        out[f"{mode}_final_success_ci"] = [ci.low, ci.high]
+    if "orm" in success and "prm" in success:
+        for variant, suffix in (("full_window", ""), ("as_written", "_as_written")):
+            a = ep50[("orm", variant)].astype(np.float32)
+            b = ep50[("prm", variant)].astype(np.float32)
+            ci = _interval(_ratio_of_medians, a, b, key=next(keys), config=config, paired=True)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = float(np.float64(np.median(a)) / np.float64(np.median(b)))
+            out[f"ep50_ratio{suffix}"] = _finite_or_none(ratio)
+            out[f"ep50_ratio{suffix}_ci"] = [_finite_or_none(ci.low), _finite_or_none(ci.high)]
+    return out
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def run(config: Config, out_dir: Path) -> dict[str, Any]:
+    """Run the study and write config-independent results into ``out_dir``.
+
+    Writes ``results.parquet`` (seed x mode x episode: ``success``), ``summary.json``,
+    ``report.md``, ``learning_curves.png`` and ``ep50_distribution.png``; returns the
+    summary dict.
+    """
+    success: dict[str, np.ndarray] = {}
+    compile_seconds = 0.0
+    run_seconds = 0.0
+    sweep_meta: dict[str, Any] = {}
+    for mode in config.mode_list():
+        train = make_chain_train(
+            mode=mode,
+            chain_length=config.chain_length,
+            episodes=config.episodes,
+            learning_rate=config.learning_rate,
+            baseline=config.baseline,
+            baseline_init=config.baseline_init,
+            baseline_rate=config.baseline_rate,
+        )
+        sweep = Sweep(train, base_seed=config.base_seed, block_size=config.block_size)
+        result = sweep.run(config.seeds, desc=mode)
+        success[mode] = np.asarray(result.outputs["success"], dtype=bool)
+        compile_seconds += result.compile_seconds
+        run_seconds += result.run_seconds
+        sweep_meta = {"num_devices": result.num_devices, "num_rounds": result.num_rounds}
+
+    total_episodes = config.seeds * config.episodes * len(success)
+    summary: dict[str, Any] = {
+        "experiment": NAME,
+        "seeds": config.seeds,
+        "episodes": config.episodes,
+        "block_size": config.block_size,
+        **sweep_meta,
+    }
+    summary.update(analyse(success, config, jax.random.key(config.base_seed + 1)))
+    summary["episodes_per_second"] = total_episodes / max(run_seconds, 1e-9)
+    summary["compile_seconds"] = compile_seconds
+    summary["run_seconds"] = run_seconds
+
+    io.write_parquet(out_dir / "results.parquet", results_table(success))
+    io.write_json(out_dir / "summary.json", summary)
+    _write_plots(success, config, out_dir)
+    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    return summary
+
+
+def results_table(success: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Tidy table, one row per seed x mode x episode: ``seed, mode, episode, success``."""
+    frames = []
+    for mode, s in success.items():
+        num_seeds, num_episodes = s.shape
+        frames.append(pd.DataFrame({
+            "seed": np.repeat(np.arange(num_seeds, dtype=np.int32), num_episodes),
+            "mode": pd.Categorical([mode] * (num_seeds * num_episodes),
+                                   categories=list(REWARD_MODES)),
+            "episode": np.tile(np.arange(1, num_episodes + 1, dtype=np.int32), num_seeds),
+            "success": s.reshape(-1),
+        }))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _write_plots(success: dict[str, np.ndarray], config: Config, out_dir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    z = float(scipy.stats.norm.ppf(0.5 + config.confidence / 2))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for mode, s in success.items():
+        rate, _ = trailing_success_rate(s, config.window)
+        mean = rate.mean(axis=0)
+        half = z * rate.std(axis=0, ddof=1) / math.sqrt(max(rate.shape[0], 1)) if (
+            rate.shape[0] > 1) else np.zeros_like(mean)
+        episodes = np.arange(1, mean.shape[0] + 1)
+        ax.plot(episodes, mean, label=mode.upper())
+        ax.fill_between(episodes, mean - half, mean + half, alpha=0.3)
+    ax.axhline(config.threshold, color="grey", linestyle="--", linewidth=1)
+    ax.axvline(config.window, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("episode")
+    ax.set_ylabel(f"success rate (trailing {config.window})")
+    ax.set_title(f"ORM vs PRM, {success[next(iter(success))].shape[0]} seeds "
+                 f"(mean, {100 * config.confidence:g} % CI band)")
+    ax.legend()
+    io.write_figure(out_dir / "learning_curves.png", fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bins = np.arange(0, config.episodes + 2, max(1, config.episodes // 80))
+    for mode, s in success.items():
+        e = episodes_to_threshold(s, config.window, config.threshold, True)
+        ax.hist(e[np.isfinite(e)], bins=bins, alpha=0.5, label=f"{mode.upper()} "
+                f"(never: {100 * np.mean(np.isinf(e)):.1f} %)")
+    ax.set_xlabel("episodes to 50 % success (full window)")
+    ax.set_ylabel("seeds")
+    ax.legend()
+    io.write_figure(out_dir / "ep50_distribution.png", fig)
+
+
+def report_markdown(summary: dict[str, Any], config: Config) -> str:
+    """The study's report: figures with intervals and a plain-language reading."""
+    figures = []
+    for mode in config.mode_list():
+        m = mode.upper()
+        for suffix, label in (("", "full window"), ("_as_written", "as written")):
+            ci = summary[f"{mode}_ep50_median{suffix}_ci"]
+            figures.append(Figure(
+                f"{m} episodes to 50 % (median, {label})",
+                _inf_if_none(summary[f"{mode}_ep50_median{suffix}"]),
+                _inf_if_none(ci[0]), _inf_if_none(ci[1]),
+                f"never reached: {100 * summary[f'{mode}_never_reached{suffix}']:.1f} % of seeds",
+            ))
+        ci = summary[f"{mode}_final_success_ci"]
+        figures.append(Figure(f"{m} final success rate (last {config.window})",
+                              summary[f"{mode}_final_success"], ci[0], ci[1]))
+    if "ep50_ratio" in summary:
+        for suffix, label in (("", "full window"), ("_as_written", "as written")):
+            ci = summary[f"ep50_ratio{suffix}_ci"]
+            figures.append(Figure(f"ORM / PRM episodes-to-50 % ratio ({label})",
+                                  summary[f"ep50_ratio{suffix}"], ci[0], ci[1],
+                                  "paired bootstrap over seeds"))
+    figures.append(Figure("episodes per second (training, all modes)",
+                          summary["episodes_per_second"]))
+
+    lines = [
+        f"# {NAME}",
+        "",
+        DESCRIPTION + ".",
+        "",
+        f"{config.seeds} seeds x {config.episodes} episodes per reward mode, chain length "
+        f"{config.chain_length}, learning rate {config.learning_rate:g}, baseline "
+        f"{config.baseline} (start {config.baseline_init:g}, rate {config.baseline_rate:g}), "
+        f"block size {config.block_size}.",
+        "",
+        figures_table(figures, config.confidence),
+        "",
+        "## Reading",
+        "",
+        reading(summary),
+        "",
+        "## Procedure",
+        "",
+        f"Intervals: {100 * config.confidence:g} % percentile bootstrap over seeds "
+        f"({config.bootstrap_reps} resamples, `rljax.stats.bootstrap_ci`); the ratio resamples "
+        "ORM and PRM with the same seed indices (both modes run on the same seed keys). Seeds "
+        "that never reach 50 % count as infinitely slow, so medians are of the censored "
+        "distribution; 'as written' lets the trailing window count the episodes that exist "
+        "so far (one early success reads as 100 %), 'full window' waits for 30 episodes. "
+        "The learning-curve band is the mean trailing success rate +- the normal quantile "
+        "times its standard error across seeds.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def reading(summary: dict[str, Any]) -> str:
+    """A short plain-language reading of the claim."""
+    if "ep50_ratio" not in summary or summary["ep50_ratio"] is None:
+        return "Only one reward mode was run (or a median is undefined); no ratio to read."
+    ratio = summary["ep50_ratio"]
+    low, high = summary["ep50_ratio_ci"]
+    low_s, high_s = format_number(low), format_number(high)
+    holds = low is not None and high is not None and low <= 2.5 and high >= 1.5
+    verdict = "holds" if holds else "does not hold"
+    text = (
+        f"The claim \"PRM reaches 50 % success in roughly half the episodes ORM needs\" "
+        f"{verdict} here (reading \"roughly half\" as an ORM/PRM ratio between 1.5 and 2.5): "
+        f"with a full 30-episode window ORM needs {format_number(ratio)}x the episodes PRM "
+        f"needs (95 % CI [{low_s}, {high_s}]); median "
+        f"{format_number(summary['orm_ep50_median'])} vs "
+        f"{format_number(summary['prm_ep50_median'])} episodes. "
+    )
+    aw = summary.get("ep50_ratio_as_written")
+    if aw is not None:
+        text += (
+            f"Counting the window as written (partial windows allowed), the medians are "
+            f"{format_number(summary['orm_ep50_median_as_written'])} vs "
+            f"{format_number(summary['prm_ep50_median_as_written'])} (ratio "
+            f"{format_number(aw)}): early lucky successes make both look faster. "
+        )
+    text += (
+        f"After {summary['episodes']} episodes the success rate over the last episodes is "
+        f"{format_number(summary['orm_final_success'])} (ORM) vs "
+        f"{format_number(summary['prm_final_success'])} (PRM)."
+    )
+    return text
+
+
+def _inf_if_none(x: float | None) -> float:
+    return math.inf if x is None else x
+
+
+def config_fields() -> list[str]:
+    """Names of the config fields (for ``--set``)."""
+    return [f.name for f in dataclasses.fields(Config)]

@@ -1,0 +1,62 @@
+"""rljax: pure-functional RL in JAX, policy-gradient transforms, seed sweeps, statistics.
+
+The public API, re-exported here (nothing else should import from deep paths)::
+
+    import rljax
+    env = rljax.envs.ChainMDP(5, "prm")
+    policy = rljax.policies.tabular_softmax(env.num_states, env.num_actions)
+    rl = rljax.reinforce(policy.apply, baseline=rljax.advantages.ema_baseline(0.5, 0.05))
+    result = rljax.sweep.run_sweep(train, num_seeds=4096, block_size=1024)
+"""
+
+from rljax import advantages, algorithms, envs, io, policies, rollout, stats, sweep
+from rljax.advantages import (
+    Baseline,
+    discounted_returns,
+    ema_baseline,
+    group_mean_baseline,
+    leave_one_out_baseline,
+    make_baseline,
+    no_baseline,
+)
+from rljax.algorithms import EpisodeBatch, RLTransform, as_optax, reinforce
+from rljax.envs import ChainMDP, Environment
+from rljax.policies import Policy, tabular_softmax
+from rljax.rollout import Trajectory, episode_rollout
+from rljax.rollout import rollout as rollout_steps
+from rljax.sweep import Sweep, SweepResult, run_sweep, seed_key
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "advantages",
+    "algorithms",
+    "envs",
+    "io",
+    "policies",
+    "rollout",
+    "stats",
+    "sweep",
+    "Baseline",
+    "discounted_returns",
+    "ema_baseline",
+    "group_mean_baseline",
+    "leave_one_out_baseline",
+    "make_baseline",
+    "no_baseline",
+    "EpisodeBatch",
+    "RLTransform",
+    "as_optax",
+    "reinforce",
+    "ChainMDP",
+    "Environment",
+    "Policy",
+    "tabular_softmax",
+    "Trajectory",
+    "episode_rollout",
+    "rollout_steps",
+    "Sweep",
+    "SweepResult",
+    "run_sweep",
+    "seed_key",
+]

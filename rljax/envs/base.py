@@ -1,0 +1,95 @@
+"""The environment contract: gymnax-shaped, stateless, with branch-free auto-reset.
+
+An :class:`Environment` is a stateless object; everything that changes lives in an
+``EnvState`` pytree and everything configurable in an ``EnvParams`` pytree (both
+``flax.struct.dataclass``; static sizes are ``pytree_node=False``).
+
+    obs, state = env.reset(key, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+
+``step`` follows gymnax >= 1.0's six values: a time-limit ``truncated`` episode is
+bootstrapped by value-based learners, a ``terminated`` one is not. When either is true the
+returned ``obs``/``state`` are already those of a fresh episode (auto-reset, selected per
+leaf with ``jnp.where`` so no Python branch depends on traced values); ``reward``,
+``terminated``, ``truncated`` and ``info`` describe the step that just ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rljax.types import Array, PRNGKey
+
+
+@struct.dataclass
+class EnvState:
+    """Base state: ``time`` is the step index within the current episode (int32 scalar)."""
+
+    time: Array
+
+
+@struct.dataclass
+class EnvParams:
+    """Base parameters: the episode-length limit (static)."""
+
+    max_steps_in_episode: int = struct.field(pytree_node=False, default=500)
+
+
+class Environment:
+    """Base class of pure-functional environments (see the module docstring).
+
+    Subclasses implement :meth:`reset_env`, :meth:`step_env`, :attr:`num_actions` and
+    :meth:`default_params`; the base class supplies auto-reset in :meth:`step`.
+    """
+
+    @property
+    def default_params(self) -> EnvParams:
+        """Default environment parameters."""
+        return EnvParams()
+
+    @property
+    def num_actions(self) -> int:
+        """Size of the discrete action set."""
+        raise NotImplementedError
+
+    def reset(self, key: PRNGKey, params: EnvParams | None = None) -> tuple[Array, Any]:
+        """Start an episode. Returns ``(obs, state)``."""
+        params = self.default_params if params is None else params
+        return self.reset_env(key, params)
+
+    def step(
+        self,
+        key: PRNGKey,
+        state: Any,
+        action: Array,
+        params: EnvParams | None = None,
+    ) -> tuple[Array, Any, Array, Array, Array, dict[str, Array]]:
+        """Advance one step with auto-reset.
+
+        Returns ``(obs, state, reward, terminated, truncated, info)``; on episode end the
+        obs/state are of the next episode's first step (reset with a key split from ``key``).
+        """
+        params = self.default_params if params is None else params
+        key_step, key_reset = jax.random.split(key)
+        obs_st, state_st, reward, terminated, truncated, info = self.step_env(
+            key_step, state, action, params
+        )
+        obs_re, state_re = self.reset_env(key_reset, params)
+        done = jnp.logical_or(terminated, truncated)
+        state = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), state_re, state_st)
+        obs = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), obs_re, obs_st)
+        return obs, state, reward, terminated, truncated, info
+
+    def reset_env(self, key: PRNGKey, params: Any) -> tuple[Array, Any]:
+        """Environment-specific reset (no auto-reset logic)."""
+        raise NotImplementedError
+
+    def step_env(
+        self, key: PRNGKey, state: Any, action: Array, params: Any
+    ) -> tuple[Array, Any, Array, Array, Array, dict[str, Array]]:
+        """Environment-specific step (no auto-reset logic)."""
+        raise NotImplementedError

@@ -1,0 +1,16 @@
+"""Policies as pure ``init(key, obs) -> params`` / ``apply(params, obs) -> logits`` pairs."""
+
+from rljax.policies.sampling import (
+    categorical_from_uniform,
+    categorical_log_prob,
+    sample_categorical,
+)
+from rljax.policies.tabular import Policy, tabular_softmax
+
+__all__ = [
+    "Policy",
+    "tabular_softmax",
+    "sample_categorical",
+    "categorical_from_uniform",
+    "categorical_log_prob",
+]

@@ -1,0 +1,119 @@
+"""Sampling actions from logits and scoring them.
+
+``sample_categorical`` draws by inverse CDF with **one** uniform per draw, where
+``jax.random.categorical`` (Gumbel-max) draws one uniform per *class* and takes two logs
+of each: for the tiny action sets of tabular RL the inverse CDF is several times cheaper,
+and its cost does not grow with the number of classes beyond a cumulative sum.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rljax.types import Array, PRNGKey
+
+
+def sample_categorical(key: PRNGKey, logits: Array) -> Array:
+    """Sample ``a ~ softmax(logits)`` by inverse CDF.
+
+    ``a = #{k < A-1 : F_k <= u}`` with ``F_k = sum_{j<=k} pi_j`` and ``u ~ U[0, 1)``,
+    i.e. the smallest ``k`` with ``u < F_k``; the last class takes the remainder, so the
+    result is always in ``[0, A)`` even when rounding leaves ``F_{A-1} < 1``.
+
+    Args:
+      key: a typed PRNG key.
+      logits: ``[..., A]`` unnormalised log-probabilities.
+
+    Returns:
+      int32 actions of shape ``[...]``.
+    """
+    u = jax.random.uniform(key, logits.shape[:-1], dtype=logits.dtype)
+    return categorical_from_uniform(u, logits)
+
+
+def categorical_from_uniform(u: Array, logits: Array) -> Array:
+    """The inverse-CDF draw of :func:`sample_categorical` from given uniforms.
+
+    Lets a rollout draw the noise of all its steps in one generator call
+    (``u = jax.random.uniform(key, [T])``) instead of one call per step: on CPU every call
+    of JAX's threefry generator is its own small loop, so fewer, larger calls are faster.
+
+    Args:
+      u: ``[...]`` uniforms in ``[0, 1)``.
+      logits: ``[..., A]``.
+
+    Returns:
+      int32 actions ``[...]``.
+    """
+    probs = softmax(logits)
+    u = u.astype(probs.dtype)
+    num = logits.shape[-1]
+    if num > SMALL_AXIS:
+        cdf = jnp.cumsum(probs[..., :-1], axis=-1)
+        return jnp.sum(cdf <= u[..., None], axis=-1).astype(jnp.int32)
+    action = jnp.zeros(u.shape, jnp.int32)
+    cdf = jnp.zeros(u.shape, probs.dtype)
+    for i in range(num - 1):
+        cdf = cdf + probs[..., i]
+        action = action + (cdf <= u).astype(jnp.int32)
+    return action
+
+
+SMALL_AXIS = 16
+
+
+def log_softmax(logits: Array) -> Array:
+    """``logits - logsumexp(logits)`` over the last axis.
+
+    For a small static action count (``A <= 16``) the max and the sum are written as
+    chains of elementwise operations over the ``A`` slices instead of reductions: XLA then
+    fuses the whole log-softmax (and its gradient) into one elementwise loop, where a
+    reduction over a size-2 minor axis costs a separate, poorly vectorised kernel. Measured
+    on the ORM-vs-PRM training under vmap on CPU: about 1.5x faster for the whole update.
+    Same values as ``jax.nn.log_softmax`` up to float rounding.
+
+    Args:
+      logits: ``[..., A]``.
+
+    Returns:
+      ``[..., A]`` log-probabilities.
+    """
+    num = logits.shape[-1]
+    if num > SMALL_AXIS:
+        return jax.nn.log_softmax(logits, axis=-1)
+    slices = [logits[..., i] for i in range(num)]
+    peak = slices[0]
+    for x in slices[1:]:
+        peak = jnp.maximum(peak, x)
+    peak = jax.lax.stop_gradient(peak)
+    total = jnp.exp(slices[0] - peak)
+    for x in slices[1:]:
+        total = total + jnp.exp(x - peak)
+    return logits - (peak + jnp.log(total))[..., None]
+
+
+def softmax(logits: Array) -> Array:
+    """``exp(log_softmax(logits))`` with the small-axis treatment of :func:`log_softmax`."""
+    return jnp.exp(log_softmax(logits))
+
+
+def categorical_log_prob(logits: Array, actions: Array) -> Array:
+    """``log softmax(logits)[a]``.
+
+    Args:
+      logits: ``[..., A]``.
+      actions: int ``[...]`` in ``[0, A)``.
+
+    Returns:
+      ``[...]`` log-probabilities.
+    """
+    log_probs = log_softmax(logits)
+    num = logits.shape[-1]
+    if num > SMALL_AXIS:
+        one_hot = jax.nn.one_hot(actions, num, dtype=log_probs.dtype)
+        return jnp.sum(one_hot * log_probs, axis=-1)
+    picked = jnp.zeros(actions.shape, log_probs.dtype)
+    for i in range(num):
+        picked = jnp.where(actions == i, log_probs[..., i], picked)
+    return picked
