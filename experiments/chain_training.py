@@ -48,15 +48,18 @@ def make_chain_train(
     score_key = "outcome_reward" if mode == "orm" else "correct_fraction"
 
     def train(key):
-        key_init, key_episodes = jax.random.split(key)
+        # Episode e's policy noise is row e of one draw on key_policy (see
+        # rollout.draw_uniforms_and_keys: no per-episode key splitting); the env and update
+        # keys are folded per episode and dropped by XLA when nothing reads them.
+        key_init, key_policy, key_env, key_update = jax.random.split(key, 4)
         params = policy.init(key_init, None)
         carry = (params, rl.init(params), opt.init(params))
 
-        def one_episode(carry, keys):
+        def one_episode(carry, episode):
             params, rl_state, opt_state = carry
-            key_roll, key_update = keys[0], keys[1]
             traj = episode_rollout(
-                key_roll, env, env_params, policy.apply, params, chain_length, unroll=True
+                key_policy, env, env_params, policy.apply, params, chain_length, unroll=True,
+                row=episode, env_key=jax.random.fold_in(key_env, episode),
             )
             batch = EpisodeBatch(
                 obs=traj.obs[None],
@@ -65,15 +68,15 @@ def make_chain_train(
                 mask=jnp.ones_like(traj.reward)[None],
                 episode_reward=traj.info[score_key][-1:],
             )
-            grads, rl_state, _ = rl.update(params, rl_state, batch, key_update)
+            grads, rl_state, _ = rl.update(
+                params, rl_state, batch, jax.random.fold_in(key_update, episode)
+            )
             updates, opt_state = opt.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             success = traj.info["outcome_reward"][-1] > 0
             return (params, rl_state, opt_state), success
 
-        # All episodes' keys in one generator call, outside the loop (see rollout.py).
-        episode_keys = jax.random.split(key_episodes, (episodes, 2))
-        _, success = jax.lax.scan(one_episode, carry, episode_keys)
+        _, success = jax.lax.scan(one_episode, carry, jnp.arange(episodes))
         return {"success": success}
 
     return train

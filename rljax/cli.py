@@ -45,8 +45,11 @@ def _load(group: str, name: str, what: str) -> Any:
 
 def cmd_list(args: argparse.Namespace) -> int:
     for name, ep in registry(EXPERIMENT_GROUP).items():
-        module = ep.load()
-        print(f"{name:<20} {getattr(module, 'DESCRIPTION', '')}")
+        try:
+            description = getattr(ep.load(), "DESCRIPTION", "")
+        except ImportError as err:  # a broken third-party study must not hide the others
+            description = f"(cannot be imported: {err})"
+        print(f"{name:<20} {description}")
     return 0
 
 

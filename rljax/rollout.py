@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from jax.extend.random import threefry2x32_p
 
 from rljax.envs.base import Environment
 from rljax.policies.sampling import categorical_from_uniform
@@ -54,6 +55,8 @@ def rollout(
     *,
     sample_fn: Callable[[Array, Array], Array] = categorical_from_uniform,
     unroll: int | bool = 1,
+    env_key: PRNGKey | None = None,
+    row: int | Array | None = None,
 ) -> tuple[Trajectory, tuple[Array, Any]]:
     """Run ``num_steps`` steps of ``policy`` in ``env`` from ``(obs, env_state)``.
 
@@ -80,7 +83,7 @@ def rollout(
     """
     if num_steps < 1:
         raise ValueError(f"num_steps: must be >= 1, got {num_steps}")
-    policy_noise, (env_key,) = draw_uniforms_and_keys(key, num_steps, ((),))
+    policy_noise, env_key = _policy_noise_and_env_key(key, num_steps, env_key, row)
     env_keys = jax.random.split(env_key, num_steps)
     return _scan_steps(
         policy_noise, env_keys, env, env_params, policy_apply, policy_params, obs, env_state,
@@ -126,6 +129,8 @@ def episode_rollout(
     *,
     sample_fn: Callable[[Array, Array], Array] = categorical_from_uniform,
     unroll: int | bool = 1,
+    env_key: PRNGKey | None = None,
+    row: int | Array | None = None,
 ) -> Trajectory:
     """Reset ``env`` and roll out ``num_steps`` steps (one fixed-length episode).
 
@@ -136,7 +141,7 @@ def episode_rollout(
     """
     if num_steps < 1:
         raise ValueError(f"num_steps: must be >= 1, got {num_steps}")
-    policy_noise, (env_key,) = draw_uniforms_and_keys(key, num_steps, ((),))
+    policy_noise, env_key = _policy_noise_and_env_key(key, num_steps, env_key, row)
     env_keys = jax.random.split(env_key, num_steps + 1)
     obs, state = env.reset(env_keys[0], env_params)
     trajectory, _ = _scan_steps(
@@ -147,8 +152,20 @@ def episode_rollout(
     return trajectory
 
 
+def _policy_noise_and_env_key(key, num_steps, env_key, row):
+    if env_key is None:
+        policy_noise, (env_key,) = draw_uniforms_and_keys(key, num_steps, ((),), row=row)
+        return policy_noise, env_key
+    policy_noise, _ = draw_uniforms_and_keys(key, num_steps, row=row)
+    return policy_noise, env_key
+
+
 def draw_uniforms_and_keys(
-    key: PRNGKey, num_uniforms: int, key_shapes: tuple[tuple[int, ...], ...] = ()
+    key: PRNGKey,
+    num_uniforms: int,
+    key_shapes: tuple[tuple[int, ...], ...] = (),
+    *,
+    row: int | Array | None = None,
 ) -> tuple[Array, tuple[PRNGKey, ...]]:
     """Draw ``num_uniforms`` float32 uniforms in ``[0, 1)`` and key arrays of the given
     shapes from **one** call of the generator on ``key``.
@@ -156,15 +173,28 @@ def draw_uniforms_and_keys(
     On CPU every call of JAX's threefry generator (``split``, ``uniform``, ``fold_in``)
     is a loop of its own, and inside a per-episode scan each loop's fixed cost dominates
     the arithmetic. Drawing all random words of a rollout at once keeps one loop per
-    episode: the words are split into uniforms (``(w >> 9) | 0x3F800000`` reinterpreted
-    as a float in ``[1, 2)``, minus 1 -- the mapping ``jax.random.uniform`` uses) and key
-    data (``jax.random.wrap_key_data``; random words are valid threefry key material,
-    exactly what ``split`` produces).
+    episode: the ``W = U + (key words)`` words are split into uniforms
+    (``(w >> 9) | 0x3F800000`` reinterpreted as a float in ``[1, 2)``, minus 1 -- the
+    mapping ``jax.random.uniform`` uses) and key data (``jax.random.wrap_key_data``;
+    random words are valid threefry key material, exactly what ``split`` produces).
+
+    **Rows.** With ``row=i`` (an int or traced int32 scalar) the words are row ``i`` of
+    the 2-D draw ``jax.random.bits(key, (R, W))`` for any ``R > i``, computed alone: one
+    key then serves a whole loop (row ``i`` in iteration ``i``) with no per-iteration
+    key at all. Splitting a key per iteration instead -- ``split(key, (E, ...))`` ahead
+    of a scan over ``E`` episodes -- is a large, memory-bound generator call of its own:
+    measured on the ORM-vs-PRM training at 4096 seeds, the per-episode keys cost about
+    as much as everything else in the episode. For JAX's default generator (threefry
+    with ``jax_threefry_partitionable``, the default since JAX 0.5) the row is computed
+    directly from the counters ``i * W + j``, bit-identical to the 2-D draw (needs
+    ``(i + 1) * W <= 2**32``); for other generators it is
+    ``jax.random.bits(jax.random.fold_in(key, i), (W,))``.
 
     Args:
-      key: typed PRNG key (not reused afterwards).
+      key: typed PRNG key (not reused afterwards, except for other rows).
       num_uniforms: how many uniforms, U.
       key_shapes: shapes of the key arrays wanted, e.g. ``((T,),)``.
+      row: optional row index ``i`` (see above).
 
     Returns:
       ``(uniforms [U], keys)`` with ``keys[i]`` of shape ``key_shapes[i]``.
@@ -172,7 +202,11 @@ def draw_uniforms_and_keys(
     key_data_shape = jax.random.key_data(key).shape
     words_per_key = int(np.prod(key_data_shape, dtype=np.int64))
     counts = [int(np.prod(shape, dtype=np.int64)) * words_per_key for shape in key_shapes]
-    bits = jax.random.bits(key, (num_uniforms + sum(counts),), jnp.uint32)
+    num_words = num_uniforms + sum(counts)
+    if row is None:
+        bits = jax.random.bits(key, (num_words,), jnp.uint32)
+    else:
+        bits = _row_bits(key, row, num_words)
     mantissa = (bits[:num_uniforms] >> jnp.uint32(9)) | jnp.uint32(0x3F800000)
     uniforms = jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1.0)
     keys = []
@@ -184,3 +218,22 @@ def draw_uniforms_and_keys(
         offset += count
     return uniforms, tuple(keys)
 
+
+_THREEFRY = jax.random.key_impl(jax.random.key(0, impl="threefry2x32"))
+
+
+def _row_bits(key: PRNGKey, row: int | Array, num_words: int) -> Array:
+    """Row ``row`` of ``jax.random.bits(key, (R, num_words), uint32)`` (see above)."""
+    if jax.random.key_impl(key) != _THREEFRY or not jax.config.jax_threefry_partitionable:
+        return jax.random.bits(jax.random.fold_in(key, row), (num_words,), jnp.uint32)
+    # Partitionable threefry: word k of a draw hashes the counter pair (k >> 32, k & ~0)
+    # and returns the XOR of the two output words.
+    data = jax.random.key_data(key)
+    counters = jnp.asarray(row, jnp.uint32) * jnp.uint32(num_words) + jnp.arange(
+        num_words, dtype=jnp.uint32
+    )
+    # The primitive's CPU lowering needs the counters to have the full (batched) shape:
+    # ``zero`` depends on both the key and the row, so the counters below do too.
+    zero = (counters ^ counters) + (data[0] ^ data[0])
+    high, low = threefry2x32_p.bind(data[0], data[1], zero, counters + zero)
+    return high ^ low

@@ -90,3 +90,10 @@ def test_console_script_error_has_no_traceback():
                            "--seeds", "0"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: seeds: must be an integer >= 1, got 0"
+
+
+def test_unknown_benchmark_and_no_command(capsys):
+    assert main(["bench", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'nope'" in err and "sweep" in err
+    assert main([]) == 2

@@ -128,7 +128,7 @@ def test_reinforce_sgd_is_the_classic_update(discount):
 
     # the same under vmap over a seed axis of different params
     stacked = jnp.stack([jnp.asarray(logits), jnp.asarray(logits) * 2])
-    vm = jax.jit(jax.vmap(lambda l: step({"logits": l}, batch)[0]["logits"]))(stacked)
+    vm = jax.jit(jax.vmap(lambda table: step({"logits": table}, batch)[0]["logits"]))(stacked)
     np.testing.assert_allclose(vm[0], expected, rtol=1e-5, atol=1e-6)
     expected2 = classic_update(logits * 2, obs, actions, returns, np.full(groups, 0.5), 0.1)
     np.testing.assert_allclose(vm[1], expected2, rtol=1e-5, atol=1e-6)

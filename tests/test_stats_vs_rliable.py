@@ -130,10 +130,10 @@ def test_probability_of_improvement_ci_matches_rliable(method):
     np.random.seed(2)
     _, ci = rly.get_interval_estimates(
         {"p": [x, y]}, lambda a, b: np.array([rmetrics.probability_of_improvement(a, b)]),
-        reps=2000, method=method)
-    ours = stats.probability_of_improvement_ci(x, y, key=jax.random.key(2), reps=2000,
+        reps=1000, method=method)
+    ours = stats.probability_of_improvement_ci(x, y, key=jax.random.key(2), reps=1000,
                                                method=method)
-    _close(ours, ci["p"][0, 0], ci["p"][1, 0], tol=0.25)
+    _close(ours, ci["p"][0, 0], ci["p"][1, 0], tol=0.3)
 
 
 def test_performance_profile_matches_rliable():

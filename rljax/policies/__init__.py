@@ -1,5 +1,6 @@
 """Policies as pure ``init(key, obs) -> params`` / ``apply(params, obs) -> logits`` pairs."""
 
+from rljax.policies.mlp import ActorCritic, mlp_actor, mlp_actor_critic, sequential_init
 from rljax.policies.sampling import (
     categorical_from_uniform,
     categorical_log_prob,
@@ -8,6 +9,7 @@ from rljax.policies.sampling import (
 from rljax.policies.tabular import Policy, tabular_softmax
 
 __all__ = [
+    "ActorCritic", "mlp_actor", "mlp_actor_critic", "sequential_init",
     "Policy",
     "tabular_softmax",
     "sample_categorical",

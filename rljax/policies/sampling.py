@@ -46,17 +46,28 @@ def categorical_from_uniform(u: Array, logits: Array) -> Array:
     Returns:
       int32 actions ``[...]``.
     """
-    probs = softmax(logits)
-    u = u.astype(probs.dtype)
     num = logits.shape[-1]
     if num > SMALL_AXIS:
+        probs = softmax(logits)
+        u = u.astype(probs.dtype)
         cdf = jnp.cumsum(probs[..., :-1], axis=-1)
         return jnp.sum(cdf <= u[..., None], axis=-1).astype(jnp.int32)
+    # Small A: unnormalised weights w_k = exp(l_k - max l) and the comparison
+    # W_k <= u * sum_j w_j replace F_k <= u -- no log, no division, no reduction.
+    slices = [logits[..., i] for i in range(num)]
+    peak = slices[0]
+    for x in slices[1:]:
+        peak = jnp.maximum(peak, x)
+    weights = [jnp.exp(x - peak) for x in slices]
+    total = weights[0]
+    for w in weights[1:]:
+        total = total + w
+    threshold = u.astype(total.dtype) * total
     action = jnp.zeros(u.shape, jnp.int32)
-    cdf = jnp.zeros(u.shape, probs.dtype)
-    for i in range(num - 1):
-        cdf = cdf + probs[..., i]
-        action = action + (cdf <= u).astype(jnp.int32)
+    cumulative = jnp.zeros(u.shape, total.dtype)
+    for w in weights[:-1]:
+        cumulative = cumulative + w
+        action = action + (cumulative <= threshold).astype(jnp.int32)
     return action
 
 
@@ -99,7 +110,15 @@ def softmax(logits: Array) -> Array:
 
 
 def categorical_log_prob(logits: Array, actions: Array) -> Array:
-    """``log softmax(logits)[a]``.
+    """``log softmax(logits)[a]``, with the closed-form derivative.
+
+    ``d log pi(a) / d logits = onehot(a) - softmax(logits)`` (a custom JVP). Its
+    transpose -- the backward pass of a policy-gradient loss -- is then the elementwise
+    ``ct * (onehot(a) - pi)``; autodiff through the log-softmax would instead reduce the
+    cotangent over the action axis, which XLA:CPU lowers to a separate library kernel
+    (YNNPACK) costing about a fifth of the ORM-vs-PRM training step at 8192 seeds.
+    Values are those of :func:`log_softmax`; gradients agree with autodiff of
+    ``jax.nn.log_softmax`` up to float rounding, in forward and reverse mode.
 
     Args:
       logits: ``[..., A]``.
@@ -108,8 +127,26 @@ def categorical_log_prob(logits: Array, actions: Array) -> Array:
     Returns:
       ``[...]`` log-probabilities.
     """
+    return _log_prob(logits, actions)
+
+
+@jax.custom_jvp
+def _log_prob(logits: Array, actions: Array) -> Array:
+    return _pick(log_softmax(logits), actions)
+
+
+@_log_prob.defjvp
+def _log_prob_jvp(primals, tangents):
+    logits, actions = primals
+    logits_dot, _ = tangents
     log_probs = log_softmax(logits)
-    num = logits.shape[-1]
+    one_hot = jax.nn.one_hot(actions, logits.shape[-1], dtype=log_probs.dtype)
+    score = one_hot - jnp.exp(log_probs)  # d log pi(a) / d logits, [..., A]
+    return _pick(log_probs, actions), jnp.sum(score * logits_dot, axis=-1)
+
+
+def _pick(log_probs: Array, actions: Array) -> Array:
+    num = log_probs.shape[-1]
     if num > SMALL_AXIS:
         one_hot = jax.nn.one_hot(actions, num, dtype=log_probs.dtype)
         return jnp.sum(one_hot * log_probs, axis=-1)

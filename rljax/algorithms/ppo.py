@@ -1,0 +1,440 @@
+"""PPO (Schulman et al., 2017) as an :class:`~rljax.algorithms.base.RLTransform`, plus a
+one-seed training function for vectorised environments.
+
+For a minibatch of ``B`` samples the transform returns the gradient of
+
+    L(theta) = L_clip + c_v L_V - c_H H
+
+with ``r = pi_theta(a|s) / pi_old(a|s)`` and advantages ``A`` (normalised per minibatch
+to zero mean and unit standard deviation when ``normalize_advantages``):
+
+    L_clip = mean_b -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)     (PPO-clip, eq. 7)
+    L_V    = mean_b 0.5 (V_theta(s) - R)^2       (or the clipped variant, ``value_clip``)
+    H      = mean_b entropy(pi_theta(.|s))
+
+(``losses.clipped_surrogate_loss``, ``losses.value_loss``, ``losses.categorical_entropy``).
+Returns ``R`` and advantages come from GAE (``advantages.generalized_advantage_estimation``).
+Epochs x minibatches are ``algorithms.loops.multi_step_update``, shared with GRPO; any optax
+optimizer applies the gradients.
+
+:func:`make_ppo_train` builds ``train(key) -> per-update logs`` for one seed: ``N``
+environments stepped ``T`` times per update (a ``[T, N]`` rollout), GAE, then the
+multi-step update, all inside one ``lax.scan`` over updates, so a seed's whole run is a
+single jitted program with no host work per update (the defaults are those of CleanRL's
+``ppo.py`` and PureJaxRL for CartPole).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from rljax.advantages import generalized_advantage_estimation
+from rljax.algorithms.base import RLTransform
+from rljax.algorithms.loops import multi_step_update
+from rljax.envs.base import Environment
+from rljax.losses import categorical_entropy, check_clip, clipped_surrogate_loss, value_loss
+from rljax.policies.sampling import categorical_from_uniform, categorical_log_prob
+from rljax.types import Array, Params, PRNGKey
+
+
+@struct.dataclass
+class PPOBatch:
+    """A (mini)batch of ``B`` samples for the PPO update; every leaf leads with ``[B]``.
+
+    Attributes:
+      obs: ``[B, ...]`` observations.
+      actions: ``[B]`` int actions taken.
+      old_log_probs: ``[B]`` ``log pi_old(a|s)`` at sampling time.
+      advantages: ``[B]`` advantage estimates (e.g. GAE).
+      returns: ``[B]`` value targets (``advantages + old_values`` for GAE).
+      old_values: ``[B]`` ``V_old(s)`` at sampling time (for value clipping).
+      mask: optional ``[B]`` 1 for real samples, 0 for padding.
+    """
+
+    obs: Array
+    actions: Array
+    old_log_probs: Array
+    advantages: Array
+    returns: Array
+    old_values: Array
+    mask: Array | None = None
+
+
+class PPOState(NamedTuple):
+    """PPO keeps no state between updates (optax's ``EmptyState`` shape)."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_nonnegative(name: str, value: Any) -> None:
+    if _is_number(value) and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+
+
+def check_ppo_args(
+    clip_epsilon: Any,
+    clip_epsilon_high: Any = None,
+    dual_clip: Any = None,
+    value_coef: Any = 0.5,
+    entropy_coef: Any = 0.01,
+    value_clip: Any = None,
+) -> None:
+    """Validate PPO's hyperparameters (Python numbers only; traced sweep values pass).
+
+    Raises a one-line ``ValueError`` naming the argument: ``clip_epsilon > 0``,
+    ``clip_epsilon_high >= clip_epsilon``, ``dual_clip > 1``, ``value_coef >= 0``,
+    ``entropy_coef >= 0``, ``value_clip > 0``.
+    """
+    check_clip(clip_epsilon, clip_epsilon_high)
+    if _is_number(clip_epsilon) and not math.isfinite(clip_epsilon):
+        raise ValueError(f"clip_epsilon: must be a finite number > 0, got {clip_epsilon!r}")
+    if dual_clip is not None and _is_number(dual_clip) and not dual_clip > 1:
+        raise ValueError(f"dual_clip: must be > 1, got {dual_clip!r}")
+    _check_nonnegative("value_coef", value_coef)
+    _check_nonnegative("entropy_coef", entropy_coef)
+    if value_clip is not None and _is_number(value_clip) and not (
+        math.isfinite(value_clip) and value_clip > 0
+    ):
+        raise ValueError(f"value_clip: must be a finite number > 0 (or None), got {value_clip!r}")
+
+
+def normalize(x: Array, mask: Array | None = None, epsilon: float = 1e-8) -> Array:
+    """``(x - mean) / (std + epsilon)`` over the (masked) entries; population std.
+
+    Args:
+      x: ``[B]``.
+      mask: optional ``[B]``; masked-out entries do not enter the moments.
+      epsilon: added to the std.
+
+    Returns:
+      ``[B]``.
+    """
+    if mask is None:
+        return (x - jnp.mean(x)) / (jnp.std(x) + epsilon)
+    m = mask.astype(x.dtype)
+    count = jnp.maximum(jnp.sum(m), 1.0)
+    mean = jnp.sum(x * m) / count
+    std = jnp.sqrt(jnp.sum(jnp.square(x - mean) * m) / count)
+    return (x - mean) / (std + epsilon)
+
+
+def ppo(
+    actor_critic_apply: Callable[[Params, Array], tuple[Array, Array]],
+    *,
+    clip_epsilon: float | Array = 0.2,
+    clip_epsilon_high: float | Array | None = None,
+    dual_clip: float | Array | None = None,
+    value_coef: float | Array = 0.5,
+    entropy_coef: float | Array = 0.01,
+    value_clip: float | Array | None = None,
+    normalize_advantages: bool = True,
+) -> RLTransform:
+    """Build the PPO transform (see the module docstring for the loss).
+
+    Args:
+      actor_critic_apply: ``apply(params, obs [B, ...]) -> (logits [B, A], value [B])``
+        (a shared torso or two networks; e.g. ``policies.mlp_actor_critic(...).apply``).
+      clip_epsilon: eps_low of the ratio clip, > 0 (0.2).
+      clip_epsilon_high: eps_high (DAPO's clip-higher), >= ``clip_epsilon``; default
+        symmetric.
+      dual_clip: optional dual-clip constant ``c > 1`` (Ye et al., 2020).
+      value_coef: ``c_v`` >= 0 (0.5).
+      entropy_coef: ``c_H`` >= 0 (0.01).
+      value_clip: clip range of the value update around ``old_values`` (PPO2's value
+        clipping; the baselines/CleanRL default uses ``clip_epsilon``), or ``None``.
+      normalize_advantages: normalise advantages per minibatch.
+
+    Returns:
+      ``RLTransform`` whose ``update(params, state, batch: PPOBatch, key=None)`` returns
+      ``(grads, state, metrics)`` with metrics ``loss``, ``policy_loss``, ``value_loss``,
+      ``entropy``, ``clip_fraction``, ``approx_kl``.
+
+    Raises:
+      ValueError: at build time, naming the argument, for ``clip_epsilon <= 0`` and the
+        other checks of :func:`check_ppo_args`.
+    """
+    check_ppo_args(clip_epsilon, clip_epsilon_high, dual_clip, value_coef, entropy_coef,
+                   value_clip)
+
+    def init(params: Params) -> PPOState:
+        del params
+        return PPOState()
+
+    def update(params: Params, state: PPOState, batch: PPOBatch, key=None, **extra):
+        del key, extra
+        chex.assert_rank(batch.actions, 1)
+        per_sample = [batch.actions, batch.old_log_probs, batch.advantages, batch.returns,
+                      batch.old_values]
+        if batch.mask is not None:
+            per_sample.append(batch.mask)
+        chex.assert_equal_shape(per_sample)
+        chex.assert_equal_shape_prefix([batch.obs, batch.actions], 1)
+        mask = (jnp.ones_like(batch.advantages) if batch.mask is None
+                else batch.mask.astype(batch.advantages.dtype))
+        denom = jnp.maximum(jnp.sum(mask), 1.0)
+        advantages = batch.advantages
+        if normalize_advantages:
+            advantages = normalize(advantages, batch.mask)
+
+        def loss_fn(p):
+            logits, values = actor_critic_apply(p, batch.obs)
+            chex.assert_equal_shape([values, batch.returns])
+            log_probs = categorical_log_prob(logits, batch.actions)
+            per_sample_policy, clip_metrics = clipped_surrogate_loss(
+                log_probs, batch.old_log_probs, advantages, epsilon_low=clip_epsilon,
+                epsilon_high=clip_epsilon_high, dual_clip=dual_clip, mask=batch.mask,
+            )
+            per_sample_value = value_loss(values, batch.returns, batch.old_values, value_clip)
+            policy = jnp.sum(per_sample_policy * mask) / denom
+            value = jnp.sum(per_sample_value * mask) / denom
+            entropy = jnp.sum(categorical_entropy(logits) * mask) / denom
+            loss = policy + value_coef * value - entropy_coef * entropy
+            metrics = {"loss": loss, "policy_loss": policy, "value_loss": value,
+                       "entropy": entropy, **clip_metrics}
+            return loss, metrics
+
+        grads, metrics = jax.grad(loss_fn, has_aux=True)(params)
+        return grads, state, metrics
+
+    return RLTransform(init=init, update=update)
+
+
+# --------------------------------------------------------------------------------------
+# One seed's training run on vectorised environments.
+
+
+class PPOTrainConfig(NamedTuple):
+    """Hyperparameters of :func:`make_ppo_train` (defaults: CleanRL ``ppo.py`` CartPole).
+
+    Attributes:
+      num_envs: N parallel environments.
+      num_steps: T steps per environment per update (a ``[T, N]`` rollout).
+      total_steps: environment steps in all; ``total_steps // (N T)`` updates.
+      num_epochs, num_minibatches: passes over each ``N T`` batch and minibatches per
+        pass.
+      gamma, lam: GAE's discount and lambda, in ``[0, 1]``.
+      learning_rate: Adam's initial step size.
+      anneal_lr: anneal linearly to 0 over all gradient steps.
+      adam_eps: Adam's epsilon.
+      max_grad_norm: global-norm gradient clip (``optax.clip_by_global_norm``).
+      clip_epsilon, value_coef, entropy_coef, value_clip, normalize_advantages: of
+        :func:`ppo` (``value_clip=None`` switches value clipping off).
+    """
+
+    num_envs: int = 4
+    num_steps: int = 128
+    total_steps: int = 500_000
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    lam: float = 0.95
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    adam_eps: float = 1e-5
+    max_grad_norm: float = 0.5
+    clip_epsilon: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    value_clip: float | None = 0.2
+    normalize_advantages: bool = True
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per update, ``N T``."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        """Updates in a run, ``total_steps // (N T)``."""
+        return self.total_steps // self.batch_size
+
+
+def check_train_config(config: PPOTrainConfig) -> None:
+    """Raise a one-line ``ValueError`` naming the first invalid field of ``config``."""
+    for name in ("num_envs", "num_steps", "total_steps", "num_epochs", "num_minibatches"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+    if config.num_updates < 1:
+        raise ValueError(f"total_steps: must be >= num_envs * num_steps = {config.batch_size}, "
+                         f"got {config.total_steps}")
+    if config.batch_size % config.num_minibatches:
+        raise ValueError(f"num_minibatches: must divide num_envs * num_steps = "
+                         f"{config.batch_size}, got {config.num_minibatches}")
+    for name in ("gamma", "lam"):
+        value = getattr(config, name)
+        if not _is_number(value) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name}: must be in [0, 1], got {value!r}")
+    for name in ("learning_rate", "adam_eps", "max_grad_norm"):
+        value = getattr(config, name)
+        if not _is_number(value) or not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
+    check_ppo_args(config.clip_epsilon, None, None, config.value_coef, config.entropy_coef,
+                   config.value_clip)
+
+
+def ppo_optimizer(config: PPOTrainConfig) -> optax.GradientTransformation:
+    """``clip_by_global_norm(max_grad_norm)`` then Adam with a linearly annealed step size
+    (from ``learning_rate`` to 0 over ``num_updates * num_epochs * num_minibatches``
+    gradient steps) or a constant one."""
+    if config.anneal_lr:
+        steps = config.num_updates * config.num_epochs * config.num_minibatches
+        learning_rate = optax.linear_schedule(config.learning_rate, 0.0, steps)
+    else:
+        learning_rate = config.learning_rate
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                       optax.adam(learning_rate, eps=config.adam_eps))
+
+
+class PPORollout(NamedTuple):
+    """A ``[T, N]`` rollout (leaves lead with ``[T, N]``)."""
+
+    obs: Array
+    actions: Array
+    log_probs: Array
+    values: Array
+    rewards: Array
+    terminated: Array
+    truncated: Array
+    final_obs: Array
+
+
+class PPOCarry(NamedTuple):
+    """What one update hands the next: parameters, optimizer state, the environments'
+    current observations/states ``[N, ...]`` and each environment's running episode
+    return ``[N]``."""
+
+    params: Params
+    rl_state: Any
+    opt_state: Any
+    obs: Array
+    env_state: Any
+    episode_return: Array
+
+
+def make_ppo_train(
+    env: Environment,
+    actor_critic: Any,
+    config: PPOTrainConfig | None = None,
+    env_params: Any = None,
+    *,
+    init_params: Callable[[PRNGKey, Array], Params] | None = None,
+) -> Callable[[PRNGKey], dict[str, Array]]:
+    """One seed's PPO run: ``train(key) -> logs`` with leaves ``[U]`` (U updates).
+
+    Each update: step the ``N`` environments ``T`` times with the current policy
+    (auto-reset; a truncated episode is bootstrapped from the value of its final
+    observation, ``info["final_obs"]``, when the environment provides it), GAE over the
+    ``[T, N]`` rollout, then ``num_epochs x num_minibatches`` PPO steps
+    (``multi_step_update``) with :func:`ppo_optimizer`. Episode returns are accumulated
+    in the scan carry, so only per-update aggregates leave the program.
+
+    Args:
+      env: an environment with discrete actions; observations must be arrays.
+      actor_critic: anything with ``init(key, obs) -> params`` and
+        ``apply(params, obs [B, ...]) -> (logits [B, A], value [B])`` (e.g.
+        ``policies.mlp_actor_critic``); its ``init`` should be safe under vmap (see
+        ``policies.sequential_init``).
+      config: :class:`PPOTrainConfig` (default: its defaults), validated here
+        (``ValueError`` naming the field).
+      env_params: environment parameters (default ``env.default_params``).
+      init_params: overrides ``actor_critic.init``.
+
+    Returns:
+      ``train(key)`` returning a dict of ``[U]`` arrays: ``return_sum`` (sum of the
+      returns of episodes that finished during the update), ``episodes`` (how many
+      finished, int32), ``loss``, ``policy_loss``, ``value_loss``, ``entropy``,
+      ``clip_fraction``, ``approx_kl`` (means over the update's gradient steps).
+    """
+    config = PPOTrainConfig() if config is None else config
+    check_train_config(config)
+    env_params = env.default_params if env_params is None else env_params
+    init_params = actor_critic.init if init_params is None else init_params
+    apply = actor_critic.apply
+    rl = ppo(apply, clip_epsilon=config.clip_epsilon, value_coef=config.value_coef,
+             entropy_coef=config.entropy_coef, value_clip=config.value_clip,
+             normalize_advantages=config.normalize_advantages)
+    optimizer = ppo_optimizer(config)
+    num_envs, num_steps = config.num_envs, config.num_steps
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    bootstrap_truncations = _has_final_obs(env, env_params)
+
+    def rollout(params, obs, env_state, episode_return, key):
+        noise_key, env_key = jax.random.split(key)
+        noise = jax.random.uniform(noise_key, (num_steps, num_envs))
+        env_keys = jax.random.split(env_key, (num_steps, num_envs))
+
+        def body(carry, inputs):
+            obs, env_state, episode_return, return_sum, episodes = carry
+            u, keys = inputs
+            logits, value = apply(params, obs)
+            action = categorical_from_uniform(u, logits)
+            log_prob = categorical_log_prob(logits, action)
+            next_obs, env_state, reward, terminated, truncated, info = step(
+                keys, env_state, action, env_params)
+            reward = jnp.asarray(reward, jnp.float32)
+            done = jnp.logical_or(terminated, truncated)
+            episode_return = episode_return + reward
+            return_sum = return_sum + jnp.sum(jnp.where(done, episode_return, 0.0))
+            episodes = episodes + jnp.sum(done, dtype=jnp.int32)
+            episode_return = jnp.where(done, 0.0, episode_return)
+            final_obs = info["final_obs"] if bootstrap_truncations else next_obs
+            transition = PPORollout(obs, action, log_prob, value, reward, terminated,
+                                    truncated, final_obs)
+            return (next_obs, env_state, episode_return, return_sum, episodes), transition
+
+        init = (obs, env_state, episode_return, jnp.float32(0.0), jnp.int32(0))
+        (obs, env_state, episode_return, return_sum, episodes), traj = jax.lax.scan(
+            body, init, (noise, env_keys))
+        return traj, obs, env_state, episode_return, return_sum, episodes
+
+    def one_update(carry: PPOCarry, key: PRNGKey):
+        rollout_key, update_key = jax.random.split(key)
+        traj, obs, env_state, episode_return, return_sum, episodes = rollout(
+            carry.params, carry.obs, carry.env_state, carry.episode_return, rollout_key)
+        _, last_value = apply(carry.params, obs)
+        truncation_values = None
+        if bootstrap_truncations:
+            _, truncation_values = apply(carry.params, traj.final_obs)
+        advantages, returns = generalized_advantage_estimation(
+            traj.rewards, traj.values, last_value, traj.terminated, gamma=config.gamma,
+            lam=config.lam, truncated=traj.truncated, truncation_values=truncation_values)
+        flat = lambda x: x.reshape(num_steps * num_envs, *x.shape[2:])  # noqa: E731
+        batch = PPOBatch(obs=flat(traj.obs), actions=flat(traj.actions),
+                         old_log_probs=flat(traj.log_probs), advantages=flat(advantages),
+                         returns=flat(returns), old_values=flat(traj.values))
+        params, rl_state, opt_state, metrics = multi_step_update(
+            rl, optimizer, carry.params, carry.rl_state, carry.opt_state, batch, update_key,
+            num_epochs=config.num_epochs, num_minibatches=config.num_minibatches)
+        logs = {"return_sum": return_sum, "episodes": episodes, **metrics}
+        return PPOCarry(params, rl_state, opt_state, obs, env_state, episode_return), logs
+
+    def train(key: PRNGKey) -> dict[str, Array]:
+        init_key, reset_key, run_key = jax.random.split(key, 3)
+        obs, env_state = reset(jax.random.split(reset_key, num_envs), env_params)
+        params = init_params(init_key, obs[0])
+        carry = PPOCarry(params, rl.init(params), optimizer.init(params), obs, env_state,
+                         jnp.zeros((num_envs,), jnp.float32))
+        _, logs = jax.lax.scan(one_update, carry, jax.random.split(run_key, config.num_updates))
+        return logs
+
+    return train
+
+
+def _has_final_obs(env: Environment, env_params: Any) -> bool:
+    """Whether ``env.step``'s info carries ``final_obs`` (checked abstractly, no compute)."""
+    key = jax.random.key(0)
+    _, state = jax.eval_shape(env.reset, key, env_params)
+    out = jax.eval_shape(env.step, key, state, jnp.int32(0), env_params)
+    return isinstance(out[5], dict) and "final_obs" in out[5]
