@@ -29,7 +29,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-import scipy.stats
 
 from experiments.chain_training import make_chain_train
 from rljax import io, stats
@@ -196,7 +195,7 @@ def _finite_or_none(x: float) -> float | None:
 def run(config: Config, out_dir: Path) -> dict[str, Any]:
     """Run the study and write config-independent results into ``out_dir``.
 
-    Writes ``results.parquet`` (seed x mode x episode: ``success``), ``summary.json``,
+    Writes ``results.parquet`` (seed x mode x step = episode: ``success``), ``summary.json``,
     ``report.md``, ``learning_curves.png`` and ``ep50_distribution.png``; returns the
     summary dict.
     """
@@ -242,7 +241,8 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
 
 
 def results_table(success: dict[str, np.ndarray]) -> pd.DataFrame:
-    """Tidy table, one row per seed x mode x episode: ``seed, mode, episode, success``."""
+    """Tidy table, one row per seed x mode x episode: ``seed, mode, step, success``
+    (``step`` is the 1-based episode number, the study's logged step)."""
     frames = []
     for mode, s in success.items():
         num_seeds, num_episodes = s.shape
@@ -250,7 +250,7 @@ def results_table(success: dict[str, np.ndarray]) -> pd.DataFrame:
             "seed": np.repeat(np.arange(num_seeds, dtype=np.int32), num_episodes),
             "mode": pd.Categorical([mode] * (num_seeds * num_episodes),
                                    categories=list(REWARD_MODES)),
-            "episode": np.tile(np.arange(1, num_episodes + 1, dtype=np.int32), num_seeds),
+            "step": np.tile(np.arange(1, num_episodes + 1, dtype=np.int32), num_seeds),
             "success": s.reshape(-1),
         }))
     return pd.concat(frames, ignore_index=True)
@@ -262,16 +262,19 @@ def _write_plots(success: dict[str, np.ndarray], config: Config, out_dir: Path) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    z = float(scipy.stats.norm.ppf(0.5 + config.confidence / 2))
+    stride = max(1, config.episodes // 100)
+    checkpoints = np.arange(stride - 1, config.episodes, stride)
+    rates = {mode: trailing_success_rate(s, config.window)[0][:, checkpoints]
+             for mode, s in success.items()}
+    bands = stats.sample_efficiency_curves(
+        {mode: r[:, None, :] for mode, r in rates.items()}, "mean",
+        key=jax.random.key(config.base_seed + 2), reps=config.bootstrap_reps,
+        confidence=config.confidence)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for mode, s in success.items():
-        rate, _ = trailing_success_rate(s, config.window)
-        mean = rate.mean(axis=0)
-        half = z * rate.std(axis=0, ddof=1) / math.sqrt(max(rate.shape[0], 1)) if (
-            rate.shape[0] > 1) else np.zeros_like(mean)
-        episodes = np.arange(1, mean.shape[0] + 1)
-        ax.plot(episodes, mean, label=mode.upper())
-        ax.fill_between(episodes, mean - half, mean + half, alpha=0.3)
+    for mode, band in bands.items():
+        episodes = checkpoints + 1
+        ax.plot(episodes, band.point, label=mode.upper())
+        ax.fill_between(episodes, band.low, band.high, alpha=0.3)
     ax.axhline(config.threshold, color="grey", linestyle="--", linewidth=1)
     ax.axvline(config.window, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("episode")
@@ -342,8 +345,9 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "that never reach 50 % count as infinitely slow, so medians are of the censored "
         "distribution; 'as written' lets the trailing window count the episodes that exist "
         "so far (one early success reads as 100 %), 'full window' waits for 30 episodes. "
-        "The learning-curve band is the mean trailing success rate +- the normal quantile "
-        "times its standard error across seeds.",
+        "The learning-curve band is a pointwise bootstrap interval of the mean trailing "
+        "success rate that resamples whole seeds jointly across episodes "
+        "(`rljax.stats.sample_efficiency_curves`).",
         "",
     ]
     return "\n".join(lines)

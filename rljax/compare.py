@@ -97,6 +97,8 @@ def _load_run(path: Path, metric: str):
         raise CompareError(
             f"{table_path} lacks column(s) {missing}; it has {list(table.columns)}"
         )
+    if table[metric].dtype == bool:  # success flags: a 0/1 score
+        table[metric] = table[metric].astype(np.float64)
     if not np.issubdtype(table[metric].dtype, np.number):
         raise CompareError(f"column {metric!r} of {table_path} is not numeric")
     return config, table

@@ -77,6 +77,13 @@ def rollout(
       sample_fn: ``(u, logits) -> action`` from a uniform ``u`` in ``[0, 1)``;
         inverse-CDF categorical by default.
       unroll: passed to ``lax.scan`` (``True`` fully unrolls short episodes).
+      env_key: optional key for the environment's randomness; ``key`` then draws only
+        the ``T`` policy uniforms (a caller with a deterministic environment passes a
+        key nothing reads, so XLA drops it, and the generator call hashes ``T`` words
+        instead of ``T + 2``).
+      row: optional row index: the policy's words are row ``row`` of one 2-D draw on
+        ``key`` (see :func:`draw_uniforms_and_keys`), so a loop over episodes can pass
+        the same ``key`` with ``row=episode`` instead of splitting a key per episode.
 
     Returns:
       ``(trajectory, (last_obs, last_env_state))`` with trajectory leaves ``[T, ...]``.
@@ -134,10 +141,11 @@ def episode_rollout(
 ) -> Trajectory:
     """Reset ``env`` and roll out ``num_steps`` steps (one fixed-length episode).
 
-    The ``T`` action uniforms and one environment key come from one generator call on
-    ``key``; the environment key is split into the reset key and the ``T`` step keys
-    (dropped by XLA when the environment is deterministic). Returns a :class:`Trajectory` with leaves ``[T, ...]``;
-    see :func:`rollout` for the arguments.
+    The ``T`` action uniforms (and, unless ``env_key`` is given, one environment key)
+    come from one generator call on ``key`` (row ``row`` of a 2-D draw if given); the
+    environment key is split into the reset key and the ``T`` step keys (dropped by XLA
+    when the environment is deterministic). Returns a :class:`Trajectory` with leaves
+    ``[T, ...]``; see :func:`rollout` for the arguments.
     """
     if num_steps < 1:
         raise ValueError(f"num_steps: must be >= 1, got {num_steps}")

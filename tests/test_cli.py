@@ -77,7 +77,7 @@ def test_small_run_writes_files_and_keys(tmp_path):
     assert config["config"]["block_size"] == 64 and config["experiment"] == "orm-vs-prm"
     table = pd.read_parquet(out / "results.parquet")
     assert len(table) == 64 * 60 * 2
-    assert set(table.columns) >= {"seed", "mode", "episode", "success"}
+    assert set(table.columns) >= {"seed", "mode", "step", "success"}
     assert "95 % CI" in (out / "report.md").read_text()
     # a second run into the same directory is refused, then allowed with --overwrite
     assert main(["run", "orm-vs-prm", "--out", str(out), *SMALL]) == 2

@@ -52,22 +52,24 @@ def categorical_from_uniform(u: Array, logits: Array) -> Array:
         u = u.astype(probs.dtype)
         cdf = jnp.cumsum(probs[..., :-1], axis=-1)
         return jnp.sum(cdf <= u[..., None], axis=-1).astype(jnp.int32)
-    # Small A: unnormalised weights w_k = exp(l_k - max l) and the comparison
-    # W_k <= u * sum_j w_j replace F_k <= u -- no log, no division, no reduction.
+    # Small A: with unnormalised weights w_j = exp(l_j - max l), F_k <= u is
+    # (1 - u) * sum_{j<=k} w_j <= u * sum_{j>k} w_j: A exps and no log, division or
+    # reduction (the softmax route costs A exps, a log and a reduction more).
     slices = [logits[..., i] for i in range(num)]
     peak = slices[0]
     for x in slices[1:]:
         peak = jnp.maximum(peak, x)
     weights = [jnp.exp(x - peak) for x in slices]
-    total = weights[0]
-    for w in weights[1:]:
-        total = total + w
-    threshold = u.astype(total.dtype) * total
+    u = u.astype(weights[0].dtype)
     action = jnp.zeros(u.shape, jnp.int32)
-    cumulative = jnp.zeros(u.shape, total.dtype)
-    for w in weights[:-1]:
-        cumulative = cumulative + w
-        action = action + (cumulative <= threshold).astype(jnp.int32)
+    for k in range(num - 1):
+        below = weights[0]
+        for w in weights[1 : k + 1]:
+            below = below + w
+        above = weights[k + 1]
+        for w in weights[k + 2 :]:
+            above = above + w
+        action = action + ((1 - u) * below <= u * above).astype(jnp.int32)
     return action
 
 

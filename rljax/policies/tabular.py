@@ -45,39 +45,6 @@ def tabular_softmax(num_states: int, num_actions: int, init_scale: float = 0.0) 
 
     def apply(params: Params, obs: Array) -> Array:
         table = params["logits"]
-        import os
-        v = os.environ.get("TABV", "gather")
-        if v == "gather":
-            return table[obs]
-        return _lookup(table, obs, v)
+        return table[obs]
 
     return Policy(init=init, apply=apply)
-
-
-import functools
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def _lookup(table, obs, v):
-    return table[obs]
-def _lookup_fwd(table, obs, v):
-    return table[obs], obs
-def _lookup_bwd(v, obs, ct):
-    S = _S[0]
-    if v == "einsum":
-        oh = jax.nn.one_hot(obs, S, dtype=ct.dtype)
-        g = jnp.einsum("...s,...a->sa", oh, ct)
-    elif v == "select":
-        flat_obs = obs.reshape(-1); flat_ct = ct.reshape(-1, ct.shape[-1])
-        rows = [jnp.sum(jnp.where((flat_obs == s)[:, None], flat_ct, 0.0), axis=0) for s in range(S)]
-        g = jnp.stack(rows)
-    elif v == "selectu":
-        flat_obs = obs.reshape(-1); flat_ct = ct.reshape(-1, ct.shape[-1])
-        rows = []
-        for s in range(S):
-            acc = jnp.zeros(ct.shape[-1], ct.dtype)
-            for p in range(flat_obs.shape[0]):
-                acc = acc + jnp.where(flat_obs[p] == s, flat_ct[p], 0.0)
-            rows.append(acc)
-        g = jnp.stack(rows)
-    return g, None
-_lookup.defvjp(_lookup_fwd, _lookup_bwd)
-_S=[5]

@@ -1,0 +1,386 @@
+"""Study ``ppo-cartpole``: PPO on CartPole-v1 over many seeds, and what dropping the
+critic saves in memory.
+
+Setup (issue #4; the usual CleanRL / PureJaxRL CartPole defaults): native CartPole
+(standard physics, 500-step limit, truncations bootstrapped), 4 envs x 128 steps per
+update, 4 epochs x 4 minibatches, gamma 0.99, GAE lambda 0.95, clip 0.2 (value clip 0.2),
+learning rate 2.5e-4 annealed linearly to 0, entropy 0.01, value 0.5, global gradient-norm
+clip 0.5, Adam (eps 1e-5); separate tanh MLP 64x64 actor and critic with orthogonal init;
+5e5 environment steps per seed.
+
+Logged per seed and update (no per-step info leaves the program): the sum and count of
+returns of episodes that finished during the update, and the update's mean losses.
+
+Figures:
+
+* **Return curve**: at ``curve_points`` checkpoints the per-seed mean return of episodes
+  that finished since the previous checkpoint, aggregated across seeds by the IQM with a
+  pointwise 95 % stratified-bootstrap band (runs resampled jointly across checkpoints,
+  ``rljax.stats.sample_efficiency_curves``).
+* **Final return**: per seed, the mean return of episodes finished in the last
+  ``final_updates`` updates; IQM with a 95 % bootstrap CI over seeds.
+* **Throughput**: environment steps per second, training included, from the sweep's run
+  time (compile time separately).
+* **Memory**: bytes of parameters + optimizer state for PPO's actor + critic, and for
+  GRPO's actor alone (the same actor MLP and the same optimizer, no critic).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from rljax import io, stats
+from rljax.algorithms.ppo import PPOTrainConfig, make_ppo_train, ppo_optimizer
+from rljax.config import ConfigError, require_float, require_int
+from rljax.envs import CartPole
+from rljax.policies import mlp_actor_critic
+from rljax.report import Figure, figures_table, format_number
+from rljax.sweep import Sweep
+
+NAME = "ppo-cartpole"
+DESCRIPTION = "PPO on CartPole-v1: IQM return curve, final return, env steps/s, critic memory"
+
+METRIC_COLUMNS = ("loss", "policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Configuration of the study (every field settable with ``--set key=value``)."""
+
+    seeds: int = 16
+    block_size: int = 16
+    base_seed: int = 0
+    total_steps: int = 500_000
+    num_envs: int = 4
+    num_steps: int = 128
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    lam: float = 0.95
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    clip_epsilon: float = 0.2
+    value_clip: float = 0.2  # 0 switches value clipping off
+    entropy_coef: float = 0.01
+    value_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    hidden_size: int = 64
+    curve_points: int = 50
+    final_updates: int = 20
+    bootstrap_reps: int = 2000
+    confidence: float = 0.95
+
+    def train_config(self) -> PPOTrainConfig:
+        return PPOTrainConfig(
+            num_envs=self.num_envs, num_steps=self.num_steps, total_steps=self.total_steps,
+            num_epochs=self.num_epochs, num_minibatches=self.num_minibatches,
+            gamma=self.gamma, lam=self.lam, learning_rate=self.learning_rate,
+            anneal_lr=self.anneal_lr, max_grad_norm=self.max_grad_norm,
+            clip_epsilon=self.clip_epsilon, value_coef=self.value_coef,
+            entropy_coef=self.entropy_coef,
+            value_clip=self.value_clip if self.value_clip > 0 else None,
+        )
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_steps // (self.num_envs * self.num_steps)
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first invalid field."""
+        require_int("seeds", self.seeds, 1)
+        require_int("block_size", self.block_size, 1)
+        require_int("base_seed", self.base_seed, 0)
+        for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "hidden_size"):
+            require_int(name, getattr(self, name), 1)
+        require_int("total_steps", self.total_steps, self.num_envs * self.num_steps)
+        if (self.num_envs * self.num_steps) % self.num_minibatches:
+            raise ConfigError(f"num_minibatches: must divide num_envs * num_steps = "
+                              f"{self.num_envs * self.num_steps}, got {self.num_minibatches}")
+        require_float("gamma", self.gamma, low=0.0, high=1.0)
+        require_float("lam", self.lam, low=0.0, high=1.0)
+        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
+        require_float("clip_epsilon", self.clip_epsilon, low=0.0, low_inclusive=False)
+        require_float("value_clip", self.value_clip, low=0.0)
+        require_float("entropy_coef", self.entropy_coef, low=0.0)
+        require_float("value_coef", self.value_coef, low=0.0)
+        require_float("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
+        require_int("curve_points", self.curve_points, 1)
+        if self.curve_points > self.num_updates:
+            raise ConfigError(f"curve_points: must be <= the number of updates "
+                              f"{self.num_updates}, got {self.curve_points}")
+        require_int("final_updates", self.final_updates, 1)
+        if self.final_updates > self.num_updates:
+            raise ConfigError(f"final_updates: must be <= the number of updates "
+                              f"{self.num_updates}, got {self.final_updates}")
+        require_int("bootstrap_reps", self.bootstrap_reps, 1)
+        require_float("confidence", self.confidence, low=0.0, high=1.0, low_inclusive=False,
+                      high_inclusive=False)
+
+
+def tree_bytes(tree: Any) -> int:
+    """Bytes of all array leaves of ``tree`` (arrays or ``ShapeDtypeStruct``s); for arrays
+    this is ``sum(x.nbytes for x in tree_leaves(tree))``."""
+    return int(sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize
+                   for x in jax.tree_util.tree_leaves(tree)))
+
+
+def state_bytes(config: Config) -> dict[str, int]:
+    """Parameters + optimizer state bytes: PPO's actor + critic vs GRPO's actor alone
+    (the same actor network, the same ``clip_by_global_norm`` + Adam optimizer)."""
+    network = mlp_actor_critic(2, (config.hidden_size, config.hidden_size))
+    optimizer = ppo_optimizer(config.train_config())
+    obs = jnp.zeros((4,), jnp.float32)
+    params = jax.eval_shape(network.init, jax.random.key(0), obs)
+    actor_params = jax.eval_shape(network.actor.init, jax.random.key(0), obs)
+    return {
+        "ppo_state_bytes": tree_bytes(params) + tree_bytes(jax.eval_shape(optimizer.init,
+                                                                          params)),
+        "grpo_state_bytes": tree_bytes(actor_params)
+        + tree_bytes(jax.eval_shape(optimizer.init, actor_params)),
+        "ppo_param_count": int(sum(math.prod(x.shape)
+                                   for x in jax.tree_util.tree_leaves(params))),
+        "grpo_param_count": int(sum(math.prod(x.shape)
+                                    for x in jax.tree_util.tree_leaves(actor_params))),
+    }
+
+
+def binned_returns(return_sum: np.ndarray, episodes: np.ndarray, bins: int) -> np.ndarray:
+    """Per-seed mean return of the episodes finished in each of ``bins`` equal runs of
+    updates (the last bin takes the remainder); a bin with no finished episode carries the
+    previous bin's value forward (NaN before the first episode).
+
+    Args:
+      return_sum: ``[S, U]`` summed returns of the episodes finished in each update.
+      episodes: ``[S, U]`` how many finished.
+      bins: K.
+
+    Returns:
+      ``[S, K]`` float64.
+    """
+    num_updates = return_sum.shape[1]
+    edges = np.linspace(0, num_updates, bins + 1).round().astype(int)
+    sums = np.add.reduceat(return_sum.astype(np.float64), edges[:-1], axis=1)
+    counts = np.add.reduceat(episodes.astype(np.float64), edges[:-1], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / counts, np.nan)
+    return pd.DataFrame(means.T).ffill().to_numpy().T
+
+
+def final_returns(return_sum: np.ndarray, episodes: np.ndarray, last: int) -> np.ndarray:
+    """Per-seed mean return of the episodes finished in the last ``last`` updates ``[S]``
+    (NaN for a seed that finished none)."""
+    sums = return_sum[:, -last:].astype(np.float64).sum(axis=1)
+    counts = episodes[:, -last:].astype(np.float64).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / counts, np.nan)
+
+
+def run(config: Config, out_dir: Path) -> dict[str, Any]:
+    """Run the study; writes ``results.parquet``, ``summary.json``, ``report.md``,
+    ``return_curve.png`` and ``final_returns.png`` into ``out_dir``; returns the summary."""
+    config.validate()
+    train_config = config.train_config()
+    network = mlp_actor_critic(2, (config.hidden_size, config.hidden_size))
+    train = make_ppo_train(CartPole(), network, train_config)
+    sweep = Sweep(train, base_seed=config.base_seed, block_size=config.block_size)
+    result = sweep.run(config.seeds, desc=NAME)
+    logs = {k: np.asarray(v) for k, v in result.outputs.items()}
+    num_updates = train_config.num_updates
+    steps_per_seed = num_updates * train_config.batch_size
+
+    key = jax.random.key(config.base_seed + 1)
+    curve_key, final_key = jax.random.split(key)
+    curve = binned_returns(logs["return_sum"], logs["episodes"], config.curve_points)
+    edges = np.linspace(0, num_updates, config.curve_points + 1).round().astype(int)
+    curve_steps = edges[1:] * train_config.batch_size
+    valid = ~np.isnan(curve).any(axis=1)
+    band = stats.sample_efficiency_curves(
+        {"ppo": curve[valid][:, None, :]}, "iqm", key=curve_key, reps=config.bootstrap_reps,
+        confidence=config.confidence)["ppo"]
+    final = final_returns(logs["return_sum"], logs["episodes"], config.final_updates)
+    final_ok = final[~np.isnan(final)]
+    final_ci = stats.interval_estimates(
+        {"ppo": final_ok[:, None]}, "iqm", key=final_key, reps=config.bootstrap_reps,
+        confidence=config.confidence)["ppo"]
+
+    summary: dict[str, Any] = {
+        "experiment": NAME,
+        "seeds": config.seeds,
+        "block_size": config.block_size,
+        "num_devices": result.num_devices,
+        "updates": num_updates,
+        "env_steps_per_seed": steps_per_seed,
+        "final_return_iqm": float(final_ci.point),
+        "final_return_ci": [float(final_ci.low), float(final_ci.high)],
+        "final_return_mean": float(np.mean(final_ok)) if final_ok.size else None,
+        "final_return_median": float(np.median(final_ok)) if final_ok.size else None,
+        "fraction_seeds_final_500": float(np.mean(final_ok >= 499.5)) if final_ok.size else None,
+        "seeds_without_final_episode": int(np.sum(np.isnan(final))),
+        "env_steps_per_second": config.seeds * steps_per_seed / max(result.run_seconds, 1e-9),
+        "compile_seconds": result.compile_seconds,
+        "run_seconds": result.run_seconds,
+        "curve_env_steps": curve_steps.tolist(),
+        "curve_iqm": np.asarray(band.point).tolist(),
+        "curve_ci_low": np.asarray(band.low).tolist(),
+        "curve_ci_high": np.asarray(band.high).tolist(),
+        **state_bytes(config),
+    }
+    summary["state_bytes_ratio"] = summary["ppo_state_bytes"] / summary["grpo_state_bytes"]
+
+    io.write_parquet(out_dir / "results.parquet", results_table(logs, train_config.batch_size))
+    io.write_json(out_dir / "summary.json", summary)
+    _write_plots(summary, final_ok, config, out_dir)
+    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    return summary
+
+
+def results_table(logs: dict[str, np.ndarray], steps_per_update: int) -> pd.DataFrame:
+    """Tidy table, one row per seed x update: ``seed, update, env_steps, episodes,
+    episode_return`` (mean of the episodes finished in the update; NaN if none),
+    ``return_sum`` and the update's mean losses."""
+    num_seeds, num_updates = logs["return_sum"].shape
+    episodes = logs["episodes"].astype(np.int32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_return = np.where(episodes > 0, logs["return_sum"] / episodes, np.nan)
+    table = {
+        "seed": np.repeat(np.arange(num_seeds, dtype=np.int32), num_updates),
+        "update": np.tile(np.arange(1, num_updates + 1, dtype=np.int32), num_seeds),
+        "env_steps": np.tile(np.arange(1, num_updates + 1, dtype=np.int64) * steps_per_update,
+                             num_seeds),
+        "episodes": episodes.reshape(-1),
+        "episode_return": mean_return.reshape(-1).astype(np.float32),
+        "return_sum": logs["return_sum"].reshape(-1).astype(np.float32),
+    }
+    for name in METRIC_COLUMNS:
+        table[name] = logs[name].reshape(-1).astype(np.float32)
+    return pd.DataFrame(table)
+
+
+def _write_plots(summary: dict[str, Any], final: np.ndarray, config: Config,
+                 out_dir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.asarray(summary["curve_env_steps"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, summary["curve_iqm"], label="IQM across seeds")
+    ax.fill_between(steps, summary["curve_ci_low"], summary["curve_ci_high"], alpha=0.3,
+                    label=f"{100 * config.confidence:g} % CI (stratified bootstrap)")
+    ax.axhline(500, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel("environment steps (per seed)")
+    ax.set_ylabel("episode return")
+    ax.set_title(f"PPO on CartPole-v1, {config.seeds} seeds")
+    ax.legend(loc="lower right")
+    io.write_figure(out_dir / "return_curve.png", fig)
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    jitter = np.random.default_rng(0).uniform(-0.2, 0.2, final.shape[0])
+    ax.scatter(final, jitter, alpha=0.6)
+    ax.axvline(summary["final_return_iqm"], color="C1", label="IQM")
+    ax.axvspan(*summary["final_return_ci"], color="C1", alpha=0.2,
+               label=f"{100 * config.confidence:g} % CI")
+    ax.set_yticks([])
+    ax.set_xlabel(f"final return (episodes of the last {config.final_updates} updates)")
+    ax.legend(loc="upper left")
+    io.write_figure(out_dir / "final_returns.png", fig)
+
+
+def report_markdown(summary: dict[str, Any], config: Config) -> str:
+    """The study's report: figures with intervals, a plain-language reading, the procedure."""
+    low, high = summary["final_return_ci"]
+    figures = [
+        Figure("final return (IQM over seeds)", summary["final_return_iqm"], low, high,
+               f"mean {format_number(summary['final_return_mean'])}, median "
+               f"{format_number(summary['final_return_median'])}"),
+        Figure("seeds at 500 in the final window",
+               summary["fraction_seeds_final_500"]),
+        Figure("env steps per second (training included)", summary["env_steps_per_second"],
+               note=f"{config.seeds} seeds, block {config.block_size}; compile "
+                    f"{summary['compile_seconds']:.1f} s separately"),
+        Figure("PPO state bytes (actor + critic params + Adam)", summary["ppo_state_bytes"],
+               note=f"{summary['ppo_param_count']} parameters"),
+        Figure("GRPO state bytes (actor params + Adam)", summary["grpo_state_bytes"],
+               note=f"{summary['grpo_param_count']} parameters"),
+        Figure("PPO / GRPO state bytes", summary["state_bytes_ratio"]),
+    ]
+    lines = [
+        f"# {NAME}",
+        "",
+        DESCRIPTION + ".",
+        "",
+        f"{config.seeds} seeds x {summary['env_steps_per_seed']:,} environment steps "
+        f"({summary['updates']} updates of {config.num_envs} envs x {config.num_steps} "
+        f"steps; {config.num_epochs} epochs x {config.num_minibatches} minibatches; "
+        f"gamma {config.gamma:g}, lambda {config.lam:g}, clip {config.clip_epsilon:g}, lr "
+        f"{config.learning_rate:g}{' annealed' if config.anneal_lr else ''}, entropy "
+        f"{config.entropy_coef:g}, value {config.value_coef:g}, grad-norm "
+        f"{config.max_grad_norm:g}; tanh MLP {config.hidden_size}x{config.hidden_size}).",
+        "",
+        figures_table(figures, config.confidence),
+        "",
+        "![return curve](return_curve.png)",
+        "",
+        "## Reading",
+        "",
+        reading(summary, config),
+        "",
+        "## Procedure",
+        "",
+        f"Each seed runs the whole training as one jitted program (`lax.scan` over "
+        f"updates); seeds are vmapped in blocks of {config.block_size} by `rljax.sweep`. "
+        "Per update only the sum and count of returns of the episodes that finished in it "
+        "leave the program (plus the mean losses). The curve bins the updates into "
+        f"{config.curve_points} equal runs; each seed's point is the mean return of the "
+        "episodes finished in the bin (a bin without a finished episode repeats the "
+        "previous value). IQM = mean of the middle 50 % of seeds. The curve band is "
+        f"pointwise: {config.bootstrap_reps} stratified bootstrap resamples of whole runs, "
+        "the same resampled runs at every checkpoint (`rljax.stats.sample_efficiency_curves`"
+        "); the final-return interval is the percentile bootstrap of the IQM over seeds "
+        f"(`rljax.stats.interval_estimates`, {100 * config.confidence:g} %). Throughput is "
+        "all seeds' environment steps over the sweep's run time (compilation excluded), on "
+        "this machine's CPU. Memory counts the bytes of every array leaf of the parameters "
+        "and of the optimizer state (`clip_by_global_norm` + Adam: two moments per "
+        "parameter and a step count) for the same actor network; GRPO with a KL penalty "
+        "would add a frozen reference copy of the actor's parameters.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def reading(summary: dict[str, Any], config: Config) -> str:
+    """A short plain-language reading of the figures."""
+    low, high = summary["final_return_ci"]
+    solved = summary["fraction_seeds_final_500"]
+    text = (
+        f"After {summary['env_steps_per_seed']:,} steps, the IQM final return is "
+        f"{format_number(summary['final_return_iqm'])} (95 % CI [{format_number(low)}, "
+        f"{format_number(high)}]) out of a maximum of 500"
+    )
+    if solved is not None:
+        text += f"; {100 * solved:.0f} % of seeds average 500 over the final window"
+    text += (
+        f". Training ran at {format_number(summary['env_steps_per_second'])} environment "
+        "steps per second including the PPO updates. Dropping the critic (GRPO's actor "
+        f"alone) cuts parameters + optimizer state from {summary['ppo_state_bytes']:,} to "
+        f"{summary['grpo_state_bytes']:,} bytes, a factor of "
+        f"{format_number(summary['state_bytes_ratio'])}: here the critic is as large as the "
+        "actor, so the saving is about half; for an LM policy with a same-size value model "
+        "it is the same half."
+    )
+    return text
+
+
+def config_fields() -> list[str]:
+    """Names of the config fields (for ``--set``)."""
+    return [f.name for f in dataclasses.fields(Config)]
