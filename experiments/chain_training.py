@@ -27,7 +27,8 @@ def make_chain_train(
     baseline_init: float = 0.5,
     baseline_rate: float = 0.05,
 ):
-    """Build ``train(key) -> {"success": bool [episodes]}`` for reward mode ``mode``.
+    """Build ``train(key) -> {"success": bool [episodes], "final_logits": [N, 2]}`` for
+    reward mode ``mode``.
 
     Each episode: roll out the tabular softmax policy for ``chain_length`` steps, update
     with REINFORCE (ORM: every step's return is the final outcome, ``discount=1``;
@@ -76,7 +77,7 @@ def make_chain_train(
             success = traj.info["outcome_reward"][-1] > 0
             return (params, rl_state, opt_state), success
 
-        _, success = jax.lax.scan(one_episode, carry, jnp.arange(episodes))
-        return {"success": success}
+        (params, _, _), success = jax.lax.scan(one_episode, carry, jnp.arange(episodes))
+        return {"success": success, "final_logits": params["logits"]}
 
     return train

@@ -30,15 +30,20 @@ def main() -> None:
     report = {}
     for mode in ("orm", "prm"):
         train = make_chain_train(mode=mode)
-        runs = {b: Sweep(train, block_size=b).run(args.seeds, progress=False).outputs["success"]
+        outs = {b: Sweep(train, block_size=b).run(args.seeds, progress=False).outputs
                 for b in blocks}
+        runs = {b: o["success"] for b, o in outs.items()}
+        logits = {b: o["final_logits"] for b, o in outs.items()}
         ref = blocks[0]
         for b in blocks[1:]:
             differ = np.any(runs[ref] != runs[b], axis=1)
             e_ref = episodes_to_threshold(runs[ref], 30, 0.5, True)
             e_b = episodes_to_threshold(runs[b], 30, 0.5, True)
+            logit_diff = np.abs(logits[ref] - logits[b]).reshape(args.seeds, -1).max(axis=1)
             report[f"{mode} block {ref} vs {b}"] = {
                 "seeds_differing_fraction": float(differ.mean()),
+                "seeds_with_different_logit_bits": float(np.mean(logit_diff > 0)),
+                "max_abs_logit_difference": float(logit_diff.max()),
                 "ep50_median": [float(np.median(e_ref)), float(np.median(e_b))],
                 "final_success": [float(runs[ref][:, -30:].mean()),
                                   float(runs[b][:, -30:].mean())],

@@ -35,6 +35,9 @@ def test_library_fused_and_numpy_agree(mode):
     # The fused reference draws the library's uniforms (same keys and rows), so the two
     # take the same actions except where float rounding differs on a knife edge.
     assert (lib == fused).mean() > 0.99
+    # The hand-written step-by-step reference is the same algorithm with the same draws.
+    stepwise = np.asarray(bench.make_stepwise(mode)(jnp.arange(SEEDS, dtype=jnp.int32)))
+    assert (stepwise == fused).mean() > 0.99
 
 
 @pytest.mark.timeout(60)
@@ -43,7 +46,7 @@ def test_measure_has_the_documented_keys():
                            episodes=10, block_size=4)
     for key in ("library_episodes_per_s", "numpy_episodes_per_s", "fused_episodes_per_s",
                 "speedup_vs_numpy", "ratio_vs_fused", "compile_seconds", "block_size",
-                "rows"):
+                "rows", "stepwise_episodes_per_s", "ratio_vs_stepwise"):
         assert key in result
     assert set(result["rows"]) == {"1", "4"}
     assert result["rows"]["1"]["block_size"] == 1 and result["block_size"] == 4

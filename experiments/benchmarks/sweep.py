@@ -15,6 +15,11 @@ It is timed at 1, 1024 and 16384 seeds, in episodes per second:
   vmapped over all ``n`` seeds in one call. It draws its uniforms from the same
   generator as the library (row ``e`` of one threefry draw per seed, computed inside the
   episode loop), so it stands for what the machine can do with this algorithm.
+* **stepwise**: the same algorithm hand-written the general way, with no rljax layers
+  (step-by-step rollout, gathered table rows, autodiff REINFORCE gradient, hand SGD):
+  ``library / stepwise`` isolates what the layers cost, ``stepwise / fused`` what not
+  specialising to the chain costs (the fused version knows the states in advance, so it
+  vectorises over time and writes the gradient in closed form).
 * **numpy**: a lean per-seed loop (vectorised within an episode, seeds one after
   another), timed on a few seeds and scaled to ``n`` (its cost is linear in seeds).
 
@@ -78,11 +83,7 @@ def fused_train(
 
     def episode(carry, e):
         l0, l1, b = carry
-        counters = e.astype(jnp.uint32) * jnp.uint32(chain_length) + steps
-        zero = (counters ^ counters) + (key_data[0] ^ key_data[0])  # batched like both
-        high, low = threefry2x32_p.bind(key_data[0], key_data[1], zero, counters + zero)
-        mantissa = ((high ^ low) >> jnp.uint32(9)) | jnp.uint32(0x3F800000)
-        u = jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1.0)
+        u = _episode_uniforms(key_data, e, steps)
         p0 = jax.nn.sigmoid(l0 - l1)
         correct = (p0 <= u).astype(jnp.float32)
         outcome = jnp.min(correct)
@@ -98,12 +99,80 @@ def fused_train(
     return success
 
 
+def _episode_uniforms(key_data: jax.Array, e: jax.Array, steps: jax.Array) -> jax.Array:
+    """Row ``e`` of ``jax.random.uniform(k, (episodes, N))`` from the threefry counters
+    ``e * N + t`` (the same words the library's rollout draws)."""
+    counters = e.astype(jnp.uint32) * jnp.uint32(steps.shape[0]) + steps
+    zero = (counters ^ counters) + (key_data[0] ^ key_data[0])  # batched like both
+    high, low = threefry2x32_p.bind(key_data[0], key_data[1], zero, counters + zero)
+    mantissa = ((high ^ low) >> jnp.uint32(9)) | jnp.uint32(0x3F800000)
+    return jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1.0)
+
+
+def stepwise_train(
+    key: jax.Array,
+    mode: str = MODE,
+    *,
+    chain_length: int = CHAIN_LENGTH,
+    episodes: int = EPISODES,
+) -> jax.Array:
+    """The same training hand-written the *general* way, with no rljax layers: a step-by-
+    step rollout (``lax.scan`` over the N steps, unrolled; the observation is the env's
+    step counter, the table row is gathered per step, the action drawn by inverse CDF),
+    then the REINFORCE gradient of ``-sum_t (R_t - b) log softmax(table[s_t])[a_t]`` by
+    autodiff and a hand-written SGD step. It is what a JAX user writes without knowing
+    that the chain's states are fixed in advance, so ``library / stepwise`` is the cost of
+    the layers alone, and ``stepwise / fused`` the cost of not specialising."""
+    prm = mode == "prm"
+    key_data = jax.random.key_data(jax.random.split(key, 4)[1])
+    steps = jnp.arange(chain_length, dtype=jnp.uint32)
+
+    def episode(carry, e):
+        table, b = carry
+        u = _episode_uniforms(key_data, e, steps)
+
+        def step(state, u_t):
+            t, num_correct = state
+            logits = table[t]
+            p0 = jax.nn.softmax(logits)[0]
+            action = (p0 <= u_t).astype(jnp.int32)
+            return (t + 1, num_correct + action), (t, action)
+
+        (_, num_correct), (obs, actions) = jax.lax.scan(
+            step, (jnp.int32(0), jnp.int32(0)), u, unroll=True)
+        correct = actions.astype(jnp.float32)
+        outcome = (num_correct == chain_length).astype(jnp.float32)
+        ret = correct if prm else jnp.full_like(correct, outcome)
+        score = jnp.mean(correct) if prm else outcome
+
+        def loss(table):
+            log_probs = jax.nn.log_softmax(table[obs], axis=-1)
+            picked = jnp.take_along_axis(log_probs, actions[:, None], axis=-1)[:, 0]
+            return -jnp.sum((ret - b) * picked)
+
+        table = table - LEARNING_RATE * jax.grad(loss)(table)
+        return (table, b + BASELINE_RATE * (score - b)), outcome > 0
+
+    carry = (jnp.zeros((chain_length, 2), jnp.float32), jnp.float32(BASELINE_INIT))
+    _, success = jax.lax.scan(episode, carry, jnp.arange(episodes, dtype=jnp.int32))
+    return success
+
+
 def make_fused(mode: str = MODE, **kwargs):
     """``jit(vmap(fused_train))`` over seed ids ``[n]`` (keys as ``rljax.sweep``)."""
 
+    return _jit_over_seeds(fused_train, mode, **kwargs)
+
+
+def make_stepwise(mode: str = MODE, **kwargs):
+    """``jit(vmap(stepwise_train))`` over seed ids ``[n]`` (keys as ``rljax.sweep``)."""
+    return _jit_over_seeds(stepwise_train, mode, **kwargs)
+
+
+def _jit_over_seeds(train, mode, **kwargs):
     def run(seed_ids):
         keys = jax.vmap(seed_key, in_axes=(None, 0))(0, seed_ids)
-        return jax.vmap(lambda k: fused_train(k, mode, **kwargs))(keys)
+        return jax.vmap(lambda k: train(k, mode, **kwargs))(keys)
 
     return jax.jit(run)
 
@@ -182,6 +251,7 @@ def measure(
         "rows": {},
     }
     fused = make_fused(mode, episodes=episodes)
+    stepwise = make_stepwise(mode, episodes=episodes)
     for n in seed_counts:
         block = min(n, block_size)
         sweep = Sweep(train, block_size=block)
@@ -190,19 +260,25 @@ def measure(
         start = time.perf_counter()
         fused_compiled = fused.lower(seed_ids).compile()
         fused_compile = time.perf_counter() - start
+        stepwise_compiled = stepwise.lower(seed_ids).compile()
         sweep.run(n, progress=False)  # warm-up
         jax.block_until_ready(fused_compiled(seed_ids))
-        lib_times, fused_times = [], []
+        jax.block_until_ready(stepwise_compiled(seed_ids))
+        lib_times, fused_times, stepwise_times = [], [], []
         for _ in range(rounds.get(n, 5)):
             lib_times.append(_timed(lambda s=sweep, n=n: s.run(n, progress=False).outputs))
             fused_times.append(_timed(lambda f=fused_compiled, i=seed_ids: f(i)))
+            stepwise_times.append(_timed(lambda f=stepwise_compiled, i=seed_ids: f(i)))
         lib_s, fused_s = statistics.median(lib_times), statistics.median(fused_times)
+        stepwise_s = statistics.median(stepwise_times)
         result["rows"][str(n)] = {
             "seeds": n,
             "block_size": block,
             "library_episodes_per_s": n * episodes / lib_s,
             "fused_episodes_per_s": n * episodes / fused_s,
             "ratio_vs_fused": fused_s / lib_s,
+            "stepwise_episodes_per_s": n * episodes / stepwise_s,
+            "ratio_vs_stepwise": stepwise_s / lib_s,
             "library_seconds": lib_s,
             "fused_seconds": fused_s,
             "library_compile_seconds": lib_compile,
@@ -222,6 +298,8 @@ def measure(
         numpy_episodes_per_s=numpy_eps,
         numpy_seeds_timed=numpy_seeds,
         ratio_vs_fused=top["ratio_vs_fused"],
+        stepwise_episodes_per_s=top["stepwise_episodes_per_s"],
+        ratio_vs_stepwise=top["ratio_vs_stepwise"],
         speedup_vs_numpy=top["library_episodes_per_s"] / numpy_eps,
         compile_seconds={"library": top["library_compile_seconds"],
                          "fused": top["fused_compile_seconds"]},
@@ -245,12 +323,14 @@ def table(result: dict) -> str:
         f"rljax bench sweep: {result['workload']}",
         f"{result['method']}; device {result['devices']}",
         f"{'seeds':>6} {'block':>6} {'library eps/s':>14} {'fused eps/s':>12} "
-        f"{'lib/fused':>9} {'lib compile':>11} {'fused compile':>13}",
+        f"{'lib/fused':>9} {'stepwise eps/s':>14} {'lib/stepwise':>12} "
+        f"{'lib compile':>11} {'fused compile':>13}",
     ]
     for row in result["rows"].values():
         lines.append(
             f"{row['seeds']:>6} {row['block_size']:>6} {row['library_episodes_per_s']:>14.3g}"
             f" {row['fused_episodes_per_s']:>12.3g} {row['ratio_vs_fused']:>9.2f}"
+            f" {row['stepwise_episodes_per_s']:>14.3g} {row['ratio_vs_stepwise']:>12.2f}"
             f" {row['library_compile_seconds']:>10.2f}s {row['fused_compile_seconds']:>12.2f}s"
         )
     targets = result["targets"]
@@ -261,6 +341,8 @@ def table(result: dict) -> str:
         f"ratio_vs_fused {result['ratio_vs_fused']:.2f} (target >= "
         f"{targets['ratio_vs_fused']}), speedup_vs_numpy {result['speedup_vs_numpy']:.0f}x "
         f"(target >= {targets['speedup_vs_numpy']:.0f})",
+        f"layers alone (library vs the same general step-by-step algorithm hand-written): "
+        f"ratio_vs_stepwise {result['ratio_vs_stepwise']:.2f}",
         "1 seed runs with block_size=1 (no padding seeds); larger counts with the block shown.",
     ]
     return "\n".join(lines)
