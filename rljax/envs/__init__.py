@@ -4,11 +4,9 @@ from rljax.envs.bandit import BanditParams, BanditState, KAnswerBandit
 from rljax.envs.base import Environment, EnvParams, EnvState
 from rljax.envs.chain import REWARD_MODES, ChainMDP, ChainParams, ChainState
 from rljax.envs.classic import CartPole, CartPoleParams, CartPoleState
+from rljax.envs.equation import EquationEnv, EquationParams, EquationState
 
 __all__ = [
-    "KAnswerBandit",
-    "BanditParams",
-    "BanditState",
     "Environment",
     "EnvParams",
     "EnvState",
@@ -16,5 +14,13 @@ __all__ = [
     "ChainParams",
     "ChainState",
     "REWARD_MODES",
-    "CartPole", "CartPoleParams", "CartPoleState",
+    "KAnswerBandit",
+    "BanditParams",
+    "BanditState",
+    "CartPole",
+    "CartPoleParams",
+    "CartPoleState",
+    "EquationEnv",
+    "EquationParams",
+    "EquationState",
 ]
