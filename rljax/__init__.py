@@ -9,19 +9,34 @@ The public API, re-exported here (nothing else should import from deep paths)::
     result = rljax.sweep.run_sweep(train, num_seeds=4096, block_size=1024)
 """
 
-from rljax import advantages, algorithms, envs, io, policies, rollout, stats, sweep
+from rljax import advantages, algorithms, envs, io, losses, policies, rollout, stats, sweep
 from rljax.advantages import (
     Baseline,
     discounted_returns,
     ema_baseline,
+    generalized_advantage_estimation,
+    group_mean_advantages,
     group_mean_baseline,
+    group_relative_advantages,
+    leave_one_out_advantages,
     leave_one_out_baseline,
     make_baseline,
     no_baseline,
+    process_supervision_advantages,
 )
-from rljax.algorithms import EpisodeBatch, RLTransform, as_optax, reinforce
-from rljax.envs import ChainMDP, Environment
-from rljax.policies import Policy, tabular_softmax
+from rljax.algorithms import (
+    EpisodeBatch,
+    GroupBatch,
+    PPOBatch,
+    RLTransform,
+    as_optax,
+    grpo,
+    multi_step_update,
+    ppo,
+    reinforce,
+)
+from rljax.envs import CartPole, ChainMDP, Environment, EquationEnv, KAnswerBandit
+from rljax.policies import Policy, mlp_actor, mlp_actor_critic, tabular_softmax
 from rljax.rollout import Trajectory, episode_rollout
 from rljax.rollout import rollout as rollout_steps
 from rljax.sweep import Sweep, SweepResult, run_sweep, seed_key
@@ -33,10 +48,26 @@ __all__ = [
     "algorithms",
     "envs",
     "io",
+    "losses",
     "policies",
     "rollout",
     "stats",
     "sweep",
+    "generalized_advantage_estimation",
+    "group_mean_advantages",
+    "group_relative_advantages",
+    "leave_one_out_advantages",
+    "process_supervision_advantages",
+    "GroupBatch",
+    "PPOBatch",
+    "grpo",
+    "multi_step_update",
+    "ppo",
+    "CartPole",
+    "EquationEnv",
+    "KAnswerBandit",
+    "mlp_actor",
+    "mlp_actor_critic",
     "Baseline",
     "discounted_returns",
     "ema_baseline",
