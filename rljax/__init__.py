@@ -9,7 +9,18 @@ The public API, re-exported here (nothing else should import from deep paths)::
     result = rljax.sweep.run_sweep(train, num_seeds=4096, block_size=1024)
 """
 
-from rljax import advantages, algorithms, envs, io, losses, policies, rollout, stats, sweep
+from rljax import (
+    advantages,
+    algorithms,
+    envs,
+    io,
+    losses,
+    policies,
+    rollout,
+    search,
+    stats,
+    sweep,
+)
 from rljax.advantages import (
     Baseline,
     discounted_returns,
@@ -51,6 +62,7 @@ __all__ = [
     "losses",
     "policies",
     "rollout",
+    "search",
     "stats",
     "sweep",
     "generalized_advantage_estimation",

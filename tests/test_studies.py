@@ -9,9 +9,9 @@ from experiments import four_answer, grpo_signal
 from rljax.cli import main
 
 
-def run_study(tmp_path, name, *sets):
+def run_study(tmp_path, name, *sets, block_size=32):
     out = tmp_path / name
-    args = ["run", name, "--out", str(out), "--block-size", "32"]
+    args = ["run", name, "--out", str(out), "--block-size", str(block_size)]
     for s in sets:
         args += ["--set", s]
     assert main(args) == 0
@@ -59,3 +59,32 @@ def test_grpo_signal_bad_probabilities(capsys):
     assert main(["run", "grpo-signal", "--set", "probabilities=0.5,1.5"]) == 2
     assert "probabilities" in capsys.readouterr().err
     assert grpo_signal.analytic_signal_fraction(0.5, 2) == pytest.approx(0.5)
+
+
+@pytest.mark.timeout(240)
+def test_test_time_search_small(tmp_path):
+    out, s = run_study(tmp_path, "test-time-search", "seeds=4", "problems_per_level=1",
+                       "budgets=16", "methods=majority_vote,prm_beam,mcts_gumbel",
+                       "bootstrap_reps=100", block_size=4)
+    assert set(s["accuracy"]) == {"majority_vote", "prm_beam", "mcts_gumbel"}
+    for method, table in s["accuracy"].items():
+        assert set(table) == {"16"} and 0.0 <= table["16"] <= 1.0
+        assert len(s["accuracy_ci"][method]["16"]) == 2
+    assert (out / "accuracy_vs_compute.png").exists()
+
+
+def test_test_time_search_bad_method(capsys):
+    assert main(["run", "test-time-search", "--set", "methods=greedy,oracle"]) == 2
+    assert "methods" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(240)
+def test_rl_then_search_small(tmp_path):
+    out, s = run_study(tmp_path, "rl-then-search", "seeds=2", "updates=5",
+                       "problems_per_level=2", "mcts_budget=8", "bootstrap_reps=50",
+                       block_size=2)
+    assert set(s["accuracy"]) == {"untrained_greedy", "untrained_mcts", "trained_greedy",
+                                  "trained_mcts"}
+    for key in s["accuracy"]:
+        assert len(s["accuracy_ci"][key]) == 2 and len(s["accuracy_by_level"][key]) == 4
+    assert "interaction" in s and (out / "accuracy_2x2.png").exists()

@@ -152,7 +152,8 @@ def grpo(
         old = flat(batch.old_log_probs)
 
         def loss_fn(params):
-            log_probs = log_prob_fn(params, flat(batch.obs), flat(batch.actions))
+            log_probs = log_prob_fn(params, jax.tree_util.tree_map(flat, batch.obs),
+                                    flat(batch.actions))
             chex.assert_equal_shape([log_probs, old])
             if sequence_ratio:
                 per_token, metrics = losses.gspo_loss(

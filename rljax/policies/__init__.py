@@ -1,18 +1,37 @@
 """Policies as pure ``init(key, obs) -> params`` / ``apply(params, obs) -> logits`` pairs."""
 
+from rljax.policies.equation import (
+    encode_observation,
+    equation_actor_critic,
+    heuristic_value,
+    masked_policy,
+    uniform_prior,
+)
 from rljax.policies.mlp import ActorCritic, mlp_actor, mlp_actor_critic, sequential_init
 from rljax.policies.sampling import (
+    MASKED_LOGIT,
     categorical_from_uniform,
     categorical_log_prob,
+    masked_logits,
     sample_categorical,
 )
 from rljax.policies.tabular import Policy, tabular_softmax
 
 __all__ = [
-    "ActorCritic", "mlp_actor", "mlp_actor_critic", "sequential_init",
     "Policy",
     "tabular_softmax",
+    "ActorCritic",
+    "mlp_actor",
+    "mlp_actor_critic",
+    "sequential_init",
+    "equation_actor_critic",
+    "encode_observation",
+    "heuristic_value",
+    "uniform_prior",
+    "masked_policy",
     "sample_categorical",
     "categorical_from_uniform",
     "categorical_log_prob",
+    "masked_logits",
+    "MASKED_LOGIT",
 ]

@@ -74,6 +74,22 @@ def categorical_from_uniform(u: Array, logits: Array) -> Array:
 
 
 SMALL_AXIS = 16
+MASKED_LOGIT = -1e30  # invalid actions; finite, so an all-invalid row never gives NaN
+
+
+def masked_logits(logits: Array, mask: Array) -> Array:
+    """``logits`` with invalid actions set to :data:`MASKED_LOGIT` (``-1e30``, never
+    ``-inf``: an all-invalid row stays finite, as mctx does with the dtype's minimum).
+
+    Args:
+      logits: ``[..., A]``.
+      mask: bool ``[..., A]``, True where the action is valid.
+
+    Returns:
+      ``[..., A]``; valid actions keep their logits, so ``softmax`` gives the invalid ones
+      probability exactly 0 in float32.
+    """
+    return jnp.where(mask, logits, jnp.asarray(MASKED_LOGIT, logits.dtype))
 
 
 def log_softmax(logits: Array) -> Array:

@@ -17,7 +17,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rljax.search.best_of_n import NEG_INF, masked_logits
+from rljax.policies.sampling import masked_logits
+from rljax.search.best_of_n import NEG_INF
 from rljax.types import Array, Params
 
 

@@ -27,9 +27,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from rljax.policies.sampling import masked_logits
 from rljax.types import Array, Params, PRNGKey
 
-NEG_INF = -1e30
+NEG_INF = -1e30  # score of a candidate that must never be chosen
 
 
 @struct.dataclass
@@ -52,12 +53,6 @@ class Candidates:
     process_min: Array
     process_mean: Array
     evaluations: Array
-
-
-def masked_logits(logits: Array, mask: Array) -> Array:
-    """``logits`` with invalid actions at a large negative value (never ``-inf``, so an
-    all-invalid row stays finite)."""
-    return jnp.where(mask, logits, NEG_INF)
 
 
 def sample_candidates(
