@@ -61,7 +61,7 @@ from rljax.envs.equation import (
     sample_equation,
 )
 from rljax.policies.equation import equation_actor_critic, masked_logits, masked_policy
-from rljax.policies.sampling import categorical_log_prob
+from rljax.policies.sampling import categorical_log_prob, sample_masked
 from rljax.types import Array, Params, PRNGKey
 
 ADVANTAGES = ("outcome", "process", "progress", "outcome+progress")
@@ -223,10 +223,7 @@ def run_attempt(
         features = env.observation(state_t, env_params)
         mask = env.action_mask(state_t, env_params)
         logits = masked_logits(logits_fn(features), mask)
-        if greedy:
-            action = jnp.argmax(logits).astype(jnp.int32)
-        else:
-            action = jax.random.categorical(key_t, logits / temperature).astype(jnp.int32)
+        action = sample_masked(key_t, logits, mask, 0.0 if greedy else temperature)
         _, state_n, _, terminated, truncated, info = env.step_env(key_t, state_t, action,
                                                                   env_params)
         alive = ~done

@@ -73,3 +73,17 @@ def test_categorical_log_prob_vs_numpy():
     lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     expected = np.take_along_axis(lp, actions[..., None], -1)[..., 0]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_sample_masked_never_picks_invalid_and_greedy_is_masked_argmax():
+    from rljax.policies import sample_masked
+
+    logits = jnp.array([5.0, 0.0, 1.0, -2.0])
+    mask = jnp.array([False, True, True, True])
+    assert int(sample_masked(jax.random.key(0), logits, mask, 0.0)) == 2
+    keys = jax.random.split(jax.random.key(1), 4000)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: sample_masked(k, logits, mask, 1.0)))(keys))
+    assert not np.any(draws == 0)
+    p = np.exp([0.0, 1.0, -2.0]) / np.exp([0.0, 1.0, -2.0]).sum()
+    freq = np.bincount(draws, minlength=4)[1:] / 4000
+    assert np.all(np.abs(freq - p) < 5 * np.sqrt(p * (1 - p) / 4000))

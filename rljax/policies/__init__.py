@@ -14,6 +14,7 @@ from rljax.policies.sampling import (
     categorical_log_prob,
     masked_logits,
     sample_categorical,
+    sample_masked,
 )
 from rljax.policies.tabular import Policy, tabular_softmax
 
@@ -33,5 +34,6 @@ __all__ = [
     "categorical_from_uniform",
     "categorical_log_prob",
     "masked_logits",
+    "sample_masked",
     "MASKED_LOGIT",
 ]

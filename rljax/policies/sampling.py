@@ -127,6 +127,26 @@ def softmax(logits: Array) -> Array:
     return jnp.exp(log_softmax(logits))
 
 
+def sample_masked(key: PRNGKey, logits: Array, mask: Array, temperature: float = 1.0) -> Array:
+    """One action from ``softmax(masked_logits(logits, mask) / temperature)``; a
+    ``temperature`` of 0 takes the argmax (greedy). Invalid actions are never chosen
+    while any action is valid.
+
+    Args:
+      key: PRNG key (unused when greedy).
+      logits: ``[..., A]``.
+      mask: bool ``[..., A]``, True where the action is valid.
+      temperature: >= 0, a Python number (it selects the code path).
+
+    Returns:
+      int32 ``[...]`` actions.
+    """
+    masked = masked_logits(logits, mask)
+    if temperature == 0:
+        return jnp.argmax(masked, axis=-1).astype(jnp.int32)
+    return jax.random.categorical(key, masked / temperature, axis=-1).astype(jnp.int32)
+
+
 def categorical_log_prob(logits: Array, actions: Array) -> Array:
     """``log softmax(logits)[a]``, with the closed-form derivative.
 

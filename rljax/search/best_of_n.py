@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rljax.policies.sampling import masked_logits
+from rljax.policies.sampling import sample_masked
 from rljax.types import Array, Params, PRNGKey
 
 NEG_INF = -1e30  # score of a candidate that must never be chosen
@@ -96,12 +96,8 @@ def sample_candidates(
     def attempt(key):
         def step(carry, key_t):
             obs_t, state_t, done, stats = carry
-            logits = masked_logits(policy_apply(policy_params, obs_t),
-                                   env.action_mask(state_t, env_params))
-            if temperature == 0:
-                action = jnp.argmax(logits).astype(jnp.int32)
-            else:
-                action = jax.random.categorical(key_t, logits / temperature).astype(jnp.int32)
+            action = sample_masked(key_t, policy_apply(policy_params, obs_t),
+                                   env.action_mask(state_t, env_params), temperature)
             obs_n, state_n, _, term, trunc, info = env.step_env(key_t, state_t, action,
                                                                 env_params)
             live = ~done
