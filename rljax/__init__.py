@@ -12,6 +12,7 @@ The public API, re-exported here (nothing else should import from deep paths)::
 from rljax import (
     advantages,
     algorithms,
+    checkpoint,
     envs,
     io,
     losses,
@@ -57,6 +58,7 @@ __version__ = "0.1.0"
 __all__ = [
     "advantages",
     "algorithms",
+    "checkpoint",
     "envs",
     "io",
     "losses",

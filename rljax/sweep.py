@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -224,3 +225,190 @@ def _progress_disabled(progress: bool | None) -> bool | None:
     if progress is None:
         return None  # tqdm: disable when not writing to a terminal
     return not progress
+
+
+class ChunkedSweep:
+    """A seed sweep of a training run cut into chunks, with checkpoints between chunks.
+
+    One seed's run is ``init(key) -> state``, then ``num_chunks`` times
+    ``advance(state) -> (state, logs)``, then ``finish(state) -> outputs``; all three are
+    pure, written for one seed, and vmapped over a fixed block of seeds per device exactly
+    like :class:`Sweep` (same keys: seed ``i`` gets ``seed_key(base_seed, i)``). Between
+    chunks the host may save the block's state; because every key lives in the state,
+    a run resumed from a checkpoint is bitwise the run that was never interrupted (the
+    same compiled chunk program runs on the same state).
+
+    Args:
+      init: ``init(key) -> state`` (pytree of arrays).
+      advance: ``advance(state) -> (state, logs)``; ``logs`` a pytree of arrays.
+      finish: ``finish(state) -> outputs``.
+      num_chunks: chunks per run (>= 1).
+      base_seed, block_size, devices: as for :class:`Sweep`.
+    """
+
+    def __init__(
+        self,
+        init: Callable[[PRNGKey], Any],
+        advance: Callable[[Any], tuple[Any, Any]],
+        finish: Callable[[Any], Any],
+        *,
+        num_chunks: int,
+        base_seed: int = 0,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        devices: Sequence[jax.Device] | None = None,
+    ):
+        check_sweep_args(1, block_size)
+        if isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1:
+            raise ValueError(f"num_chunks: must be an integer >= 1, got {num_chunks!r}")
+        self.num_chunks = num_chunks
+        self.base_seed = base_seed
+        self.block_size = int(block_size)
+        self.devices = list(jax.local_devices() if devices is None else devices)
+        mesh = Mesh(np.asarray(self.devices), (SEED_AXIS,))
+        self.sharding = NamedSharding(mesh, PartitionSpec(SEED_AXIS))
+        self.round_size = self.block_size * len(self.devices)
+        base_key = jax.random.key(base_seed)
+
+        def init_block(seed_ids):
+            keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, seed_ids)
+            return jax.vmap(init)(keys)
+
+        shard = dict(out_shardings=self.sharding)
+        self._init = jax.jit(init_block, in_shardings=self.sharding, **shard)
+        self._advance = jax.jit(jax.vmap(advance), in_shardings=self.sharding, **shard)
+        self._finish = jax.jit(jax.vmap(finish), in_shardings=self.sharding, **shard)
+        self.compile_seconds = 0.0
+
+    def _ids(self, r: int) -> jax.Array:
+        ids = np.arange(r * self.round_size, (r + 1) * self.round_size, dtype=np.int32)
+        return jax.device_put(ids, self.sharding)
+
+    def run(
+        self,
+        num_seeds: int,
+        *,
+        checkpointer: Any = None,
+        checkpoint_every: int = 1,
+        resume: bool = False,
+        progress: bool | None = None,
+        desc: str | None = None,
+    ) -> SweepResult:
+        """Run seeds ``0 .. num_seeds-1``.
+
+        Args:
+          num_seeds: how many seeds (>= 1).
+          checkpointer: a :class:`rljax.checkpoint.Checkpointer` (or anything with its
+            ``save``/``restore``/``latest_step``); ``None`` saves nothing. Its directory
+            gets one checkpoint per ``checkpoint_every`` chunks (the round's state and
+            logs so far) and, under ``rounds/``, each finished round's outputs.
+          checkpoint_every: save every this many chunks (>= 1).
+          resume: continue from the newest checkpoint (finished rounds are read back,
+            the interrupted round continues from its saved chunk).
+          progress, desc: tqdm bar over seeds x chunks.
+
+        Returns:
+          :class:`SweepResult` whose ``outputs`` are ``{"logs": [S, num_chunks, ...],
+          "final": finish's outputs [S, ...]}``; ``compile_seconds`` is the time of the
+          first round's first calls (compilation included), ``run_seconds`` the rest.
+        """
+        check_sweep_args(num_seeds, self.block_size)
+        if (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
+                or checkpoint_every < 1):
+            raise ValueError(f"checkpoint_every: must be an integer >= 1, got "
+                             f"{checkpoint_every!r}")
+        if resume and checkpointer is None:
+            raise ValueError("resume: needs a checkpointer")
+        num_rounds = math.ceil(num_seeds / self.round_size)
+        rounds_store = None
+        if checkpointer is not None:
+            from rljax.checkpoint import Checkpointer
+
+            rounds_store = Checkpointer(Path(checkpointer.directory) / "rounds",
+                                        metadata=checkpointer.metadata, keep=2**31 - 1)
+
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=num_seeds * self.num_chunks, desc=desc, unit="seed-chunk",
+                   disable=_progress_disabled(progress))
+        start = time.perf_counter()
+        first_call_end = None
+        host_rounds = []
+        for r in range(num_rounds):
+            state_shape = jax.eval_shape(self._init, self._ids(r))
+            if resume and r in rounds_store.steps():
+                template = {"logs": jax.tree_util.tree_map(
+                                lambda s: jax.ShapeDtypeStruct(
+                                    (s.shape[1], s.shape[0], *s.shape[2:]), s.dtype),
+                                self._logs_shape(state_shape)),
+                            "final": jax.eval_shape(self._finish, state_shape)}
+                template = jax.tree_util.tree_map(
+                    lambda s: np.zeros(s.shape, s.dtype), template)
+                host_rounds.append(rounds_store.restore(template, r))
+                bar.update(self._seeds_in(r, num_seeds) * self.num_chunks)
+                continue
+            state, logs, done = None, None, 0
+            if resume:
+                saved = [s for s in checkpointer.steps() if s // (self.num_chunks + 1) == r]
+                if saved:
+                    template = {"state": state_shape,
+                                "logs": jax.tree_util.tree_map(
+                                    lambda s: np.zeros(s.shape, s.dtype),
+                                    self._logs_shape(state_shape))}
+                    restored = checkpointer.restore(template, max(saved))
+                    state = jax.device_put(restored["state"], self.sharding)
+                    logs = restored["logs"]
+                    done = max(saved) % (self.num_chunks + 1)
+            if state is None:
+                state = self._init(self._ids(r))
+            if logs is None:
+                logs = jax.tree_util.tree_map(
+                    lambda s: np.zeros(s.shape, s.dtype), self._logs_shape(state_shape))
+            bar.update(self._seeds_in(r, num_seeds) * done)
+            for c in range(done, self.num_chunks):
+                state, chunk_logs = self._advance(state)
+                chunk_logs = jax.device_get(chunk_logs)
+                logs = jax.tree_util.tree_map(lambda buf, x, c=c: _set_row(buf, c, x), logs,
+                                              chunk_logs)
+                if first_call_end is None:
+                    first_call_end = time.perf_counter()
+                bar.update(self._seeds_in(r, num_seeds))
+                if checkpointer is not None and (
+                    (c + 1) % checkpoint_every == 0 and c + 1 < self.num_chunks
+                ):
+                    checkpointer.save(r * (self.num_chunks + 1) + c + 1,
+                                      {"state": state, "logs": logs})
+            final = jax.device_get(self._finish(state))
+            round_out = {"logs": jax.tree_util.tree_map(lambda x: np.swapaxes(x, 0, 1), logs),
+                         "final": final}
+            if rounds_store is not None:
+                rounds_store.save(r, round_out)
+            host_rounds.append(round_out)
+        bar.close()
+        end = time.perf_counter()
+        first_call_end = end if first_call_end is None else first_call_end
+        outputs = jax.tree_util.tree_map(
+            lambda *xs: np.concatenate(xs, axis=0)[:num_seeds], *host_rounds)
+        return SweepResult(
+            outputs=outputs,
+            seed_ids=np.arange(num_seeds, dtype=np.int64),
+            compile_seconds=first_call_end - start,
+            run_seconds=end - first_call_end,
+            block_size=self.block_size,
+            num_devices=len(self.devices),
+            num_rounds=num_rounds,
+        )
+
+    def _seeds_in(self, r: int, num_seeds: int) -> int:
+        return max(0, min(num_seeds, (r + 1) * self.round_size) - r * self.round_size)
+
+    def _logs_shape(self, state_shape: Any) -> Any:
+        """``[num_chunks, round_size, ...]`` shapes of the logs buffer."""
+        _, logs = jax.eval_shape(self._advance, state_shape)
+        return jax.tree_util.tree_map(
+            lambda s: jax.ShapeDtypeStruct((self.num_chunks, *s.shape), s.dtype), logs)
+
+
+def _set_row(buffer: np.ndarray, row: int, value: Any) -> np.ndarray:
+    buffer = np.array(buffer, copy=True)
+    buffer[row] = value
+    return buffer

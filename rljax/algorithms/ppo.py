@@ -49,14 +49,17 @@ from rljax.types import Array, Params, PRNGKey
 class PPOBatch:
     """A (mini)batch of ``B`` samples for the PPO update; every leaf leads with ``[B]``.
 
+    A sample is one action (``[B]``) or, for token sequences (language models), one
+    sequence of ``T`` actions (``[B, T]``, every token a PPO sample, weighted by ``mask``).
+
     Attributes:
       obs: ``[B, ...]`` observations.
-      actions: ``[B]`` int actions taken.
-      old_log_probs: ``[B]`` ``log pi_old(a|s)`` at sampling time.
-      advantages: ``[B]`` advantage estimates (e.g. GAE).
-      returns: ``[B]`` value targets (``advantages + old_values`` for GAE).
-      old_values: ``[B]`` ``V_old(s)`` at sampling time (for value clipping).
-      mask: optional ``[B]`` 1 for real samples, 0 for padding.
+      actions: ``[B]`` (or ``[B, T]``) int actions taken.
+      old_log_probs: like ``actions``: ``log pi_old(a|s)`` at sampling time.
+      advantages: like ``actions``: advantage estimates (e.g. GAE).
+      returns: like ``actions``: value targets (``advantages + old_values`` for GAE).
+      old_values: like ``actions``: ``V_old(s)`` at sampling time (for value clipping).
+      mask: optional, like ``actions``: 1 for real samples/tokens, 0 for padding.
     """
 
     obs: Array
@@ -143,7 +146,8 @@ def ppo(
 
     Args:
       actor_critic_apply: ``apply(params, obs [B, ...]) -> (logits [B, A], value [B])``
-        (a shared torso or two networks; e.g. ``policies.mlp_actor_critic(...).apply``).
+        (a shared torso or two networks; e.g. ``policies.mlp_actor_critic(...).apply``);
+        for sequence batches ``(logits [B, T, A], value [B, T])``.
       clip_epsilon: eps_low of the ratio clip, > 0 (0.2).
       clip_epsilon_high: eps_high (DAPO's clip-higher), >= ``clip_epsilon``; default
         symmetric.
@@ -172,13 +176,14 @@ def ppo(
 
     def update(params: Params, state: PPOState, batch: PPOBatch, key=None, **extra):
         del key, extra
-        chex.assert_rank(batch.actions, 1)
+        chex.assert_rank(batch.actions, {1, 2})
         per_sample = [batch.actions, batch.old_log_probs, batch.advantages, batch.returns,
                       batch.old_values]
         if batch.mask is not None:
             per_sample.append(batch.mask)
         chex.assert_equal_shape(per_sample)
-        chex.assert_equal_shape_prefix([batch.obs, batch.actions], 1)
+        chex.assert_equal_shape_prefix(
+            [*jax.tree_util.tree_leaves(batch.obs), batch.actions], 1)
         mask = (jnp.ones_like(batch.advantages) if batch.mask is None
                 else batch.mask.astype(batch.advantages.dtype))
         denom = jnp.maximum(jnp.sum(mask), 1.0)

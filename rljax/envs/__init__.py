@@ -1,5 +1,6 @@
 """Pure-functional environments with the gymnax-shaped API (see ``base``)."""
 
+from rljax.envs.arithmetic import LEVEL_NAMES, ArithmeticTask, Problems, Rewards
 from rljax.envs.bandit import BanditParams, BanditState, KAnswerBandit
 from rljax.envs.base import Environment, EnvParams, EnvState
 from rljax.envs.chain import REWARD_MODES, ChainMDP, ChainParams, ChainState
@@ -23,4 +24,8 @@ __all__ = [
     "EquationEnv",
     "EquationParams",
     "EquationState",
+    "ArithmeticTask",
+    "Problems",
+    "Rewards",
+    "LEVEL_NAMES",
 ]

@@ -7,6 +7,7 @@ from rljax.policies.equation import (
     masked_policy,
     uniform_prior,
 )
+from rljax.policies.lm import Completion, KVCache, LMConfig, TinyLM
 from rljax.policies.mlp import ActorCritic, mlp_actor, mlp_actor_critic, sequential_init
 from rljax.policies.sampling import (
     MASKED_LOGIT,
@@ -36,4 +37,8 @@ __all__ = [
     "masked_logits",
     "sample_masked",
     "MASKED_LOGIT",
+    "LMConfig",
+    "TinyLM",
+    "Completion",
+    "KVCache",
 ]

@@ -1,0 +1,312 @@
+"""Study ``lm-grpo``: GRPO teaches a tiny transformer arithmetic it half knows.
+
+A character-level decoder-only transformer (``rljax.policies.TinyLM``) is warmed up
+with a short supervised phase on correct solutions -- short enough that it stays below
+50 % greedy accuracy on held-out prompts -- and then trained with GRPO on the accuracy
+reward program (the final answer is exactly right). Every seed trains its own model in
+one vmapped program (``rljax.sweep.ChunkedSweep``; held-out evaluation every chunk).
+
+Beside it, on the same seeds and warm-up:
+
+* **format only** -- GRPO on the format reward alone (the answer is a well-formed
+  integer): the reward-hacking check; accuracy should not rise.
+* **PPO** -- the same number of completions per step (``P * G`` prompts, one completion
+  each) with a value model of the same size, GAE over tokens.
+
+Memory: XLA's memory analysis of the compiled single-seed training step
+(``temp + arguments + outputs - aliased``; the arguments hold parameters, the frozen
+reference and Adam's moments), GRPO vs PPO at the same policy size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from rljax import io, stats
+from rljax.algorithms.lm_training import LMTrainConfig, make_lm_trainer, training_step_memory
+from rljax.config import ConfigError, require_float, require_int
+from rljax.plots import plot_sample_efficiency
+from rljax.report import Figure, figures_table, format_number
+from rljax.sweep import ChunkedSweep
+
+NAME = "lm-grpo"
+DESCRIPTION = ("Tiny transformer on 1-digit addition and 2-digit addition/subtraction: GRPO vs "
+               "format-only reward "
+               "vs PPO, and the memory of GRPO vs PPO steps")
+
+RUNS = ("grpo", "format_only", "ppo")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The study's knobs (``rljax run lm-grpo --set name=value``); see LMTrainConfig."""
+
+    seeds: int = 8
+    block_size: int = 8
+    base_seed: int = 0
+    levels: str = "0,1"
+    sft_steps: int = 150
+    rl_steps: int = 200
+    steps_per_chunk: int = 25
+    prompts_per_step: int = 16
+    group_size: int = 8
+    learning_rate: float = 3e-4
+    kl_beta: float = 0.0
+    mu: int = 1
+    width: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    eval_prompts: int = 256
+    run_format_only: bool = True
+    run_ppo: bool = True
+    measure_memory: bool = True
+    bootstrap_reps: int = 2000
+
+    def level_tuple(self) -> tuple[int, ...]:
+        try:
+            return tuple(int(v) for v in self.levels.split(",") if v.strip())
+        except ValueError:
+            raise ConfigError(f"levels: must be comma-separated integers in 0..4, got "
+                              f"{self.levels!r}") from None
+
+    def train_config(self, run: str = "grpo") -> LMTrainConfig:
+        base = LMTrainConfig(
+            levels=self.level_tuple(), sft_steps=self.sft_steps, rl_steps=self.rl_steps,
+            steps_per_chunk=self.steps_per_chunk, prompts_per_step=self.prompts_per_step,
+            group_size=self.group_size, learning_rate=self.learning_rate,
+            kl_beta=self.kl_beta, mu=self.mu, width=self.width, num_layers=self.num_layers,
+            num_heads=self.num_heads, eval_prompts=self.eval_prompts)
+        if run == "format_only":
+            return dataclasses.replace(base, reward_accuracy=0.0, reward_format=1.0)
+        if run == "ppo":
+            return dataclasses.replace(base, algorithm="ppo")
+        return base
+
+    def validate(self) -> None:
+        require_int("seeds", self.seeds, 2)
+        require_int("block_size", self.block_size, 1)
+        require_int("base_seed", self.base_seed, 0)
+        require_int("bootstrap_reps", self.bootstrap_reps, 1)
+        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
+        levels = self.level_tuple()
+        if not levels:
+            raise ConfigError(f"levels: must name at least one level, got {self.levels!r}")
+        try:
+            self.train_config().validate()
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+
+    def runs(self) -> tuple[str, ...]:
+        return tuple(r for r in RUNS if r == "grpo" or (r == "format_only" and self.run_format_only)
+                     or (r == "ppo" and self.run_ppo))
+
+
+def train_run(config: Config, run: str) -> dict[str, Any]:
+    """One arm over all seeds: ``{"logs": {...[S, C, K]}, "final": {...[S]}, timing}``."""
+    trainer = make_lm_trainer(config.train_config(run))
+    sweep = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
+                         num_chunks=trainer.config.num_chunks, base_seed=config.base_seed,
+                         block_size=config.block_size)
+    result = sweep.run(config.seeds, desc=f"{NAME}:{run}")
+    return {"logs": result.outputs["logs"], "final": result.outputs["final"],
+            "first_chunk_seconds": result.compile_seconds, "run_seconds": result.run_seconds}
+
+
+def _mean(x):
+    return jnp.mean(x)
+
+
+def run(config: Config, out_dir: Path) -> dict[str, Any]:
+    """Run the study; writes results.parquet, summary.json, report.md and figures."""
+    start = time.perf_counter()
+    arms = {name: train_run(config, name) for name in config.runs()}
+    memory = {name: (training_step_memory(make_lm_trainer(config.train_config(name)))
+                     if config.measure_memory else None) for name in ("grpo", "ppo")}
+    keys = iter(jax.random.split(jax.random.key(config.base_seed + 7), 16))
+
+    def ci(values):
+        iv = stats.bootstrap_ci(_mean, np.asarray(values, np.float32), key=next(keys),
+                                reps=config.bootstrap_reps)
+        return float(iv.point), [float(iv.low), float(iv.high)]
+
+    grpo = arms["grpo"]
+    start_acc = grpo["final"]["start_accuracy"]
+    final_acc = grpo["final"]["eval_accuracy"]
+    gain, gain_ci = ci(final_acc - start_acc)
+    acc_point, acc_ci = ci(final_acc)
+    start_point, start_ci = ci(start_acc)
+    logs = grpo["logs"]
+    summary: dict[str, Any] = {
+        "experiment": NAME,
+        "seeds": config.seeds,
+        "accuracy_start": start_point,
+        "accuracy_start_ci": start_ci,
+        "accuracy_grpo": acc_point,
+        "accuracy_grpo_ci": acc_ci,
+        "accuracy_gain": gain,
+        "accuracy_gain_ci": gain_ci,
+        "format_rate": float(np.mean(grpo["final"]["eval_format"])),
+        "format_rate_start": float(np.mean(grpo["final"]["start_format"])),
+        "zero_signal_fraction": float(np.mean(logs["zero_signal_fraction"])),
+        "zero_signal_fraction_first_chunk": float(np.mean(logs["zero_signal_fraction"][:, 0])),
+        "zero_signal_fraction_last_chunk": float(np.mean(logs["zero_signal_fraction"][:, -1])),
+        "length_first_chunk": float(np.mean(logs["length"][:, 0])),
+        "length_last_chunk": float(np.mean(logs["length"][:, -1])),
+        "nan_rewards": int(np.sum(logs["nan_rewards"])),
+        "grpo_step_bytes": memory["grpo"] and memory["grpo"]["total_bytes"],
+        "ppo_step_bytes": memory["ppo"] and memory["ppo"]["total_bytes"],
+        "memory_ratio": (memory["grpo"]["total_bytes"] / memory["ppo"]["total_bytes"]
+                         if config.measure_memory else None),
+        "memory": memory,
+        "train_seconds": {name: arm["first_chunk_seconds"] + arm["run_seconds"]
+                          for name, arm in arms.items()},
+    }
+    if "format_only" in arms:
+        fo = arms["format_only"]["final"]
+        point, interval = ci(fo["eval_accuracy"] - fo["start_accuracy"])
+        summary["format_only_accuracy"] = float(np.mean(fo["eval_accuracy"]))
+        summary["format_only_accuracy_gain"] = point
+        summary["format_only_accuracy_gain_ci"] = interval
+        summary["format_only_format_rate"] = float(np.mean(fo["eval_format"]))
+    if "ppo" in arms:
+        pf = arms["ppo"]["final"]
+        point, interval = ci(pf["eval_accuracy"])
+        summary["accuracy_ppo"] = point
+        summary["accuracy_ppo_ci"] = interval
+        summary["accuracy_ppo_gain"], summary["accuracy_ppo_gain_ci"] = ci(
+            pf["eval_accuracy"] - pf["start_accuracy"])
+    summary["wall_seconds"] = time.perf_counter() - start
+
+    io.write_parquet(out_dir / "results.parquet", _table(arms, config))
+    io.write_json(out_dir / "summary.json", summary)
+    _plots(arms, config, out_dir)
+    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    return summary
+
+
+def _table(arms: dict[str, Any], config: Config) -> pd.DataFrame:
+    """One row per (arm, seed, RL step): training metrics and the chunk-end evaluation."""
+    frames = []
+    k = config.steps_per_chunk
+    for name, arm in arms.items():
+        logs = arm["logs"]
+        s, c = logs["eval_accuracy"].shape
+        step = np.arange(c * k)
+        frame = {"arm": np.repeat(name, s * c * k), "seed": np.repeat(np.arange(s), c * k),
+                 "step": np.tile(step + 1, s)}
+        for metric, values in logs.items():
+            values = np.asarray(values)
+            if values.ndim == 3:
+                frame[metric] = values.reshape(-1)
+            else:  # chunk-end values, on the chunk's last step only
+                full = np.full((s, c, k), np.nan)
+                full[:, :, -1] = values
+                frame[metric] = full.reshape(-1)
+        frames.append(pd.DataFrame(frame))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _plots(arms: dict[str, Any], config: Config, out_dir: Path) -> None:
+    key = jax.random.key(config.base_seed + 11)
+    k = config.steps_per_chunk
+    curves = {}
+    for name, arm in arms.items():
+        scores = np.concatenate([arm["final"]["start_accuracy"][:, None],
+                                 arm["logs"]["eval_accuracy"]], axis=1)
+        curves[name] = scores[:, None, :]
+    steps = np.arange(next(iter(curves.values())).shape[-1]) * k
+    bands = stats.sample_efficiency_curves(curves, "mean", key=key, reps=config.bootstrap_reps)
+    io.write_figure(out_dir / "accuracy.png", plot_sample_efficiency(
+        steps, bands, xlabel="RL step", ylabel="held-out greedy accuracy (mean, 95% CI)",
+        title="lm-grpo: accuracy over training"))
+    lengths = {name: arm["logs"]["length"].mean(axis=2)[:, None, :] for name, arm in arms.items()}
+    chunk_steps = (np.arange(next(iter(lengths.values())).shape[-1]) + 1) * k
+    bands = stats.sample_efficiency_curves(lengths, "mean", key=key, reps=config.bootstrap_reps)
+    io.write_figure(out_dir / "completion_length.png", plot_sample_efficiency(
+        chunk_steps, bands, xlabel="RL step", ylabel="mean completion tokens (with EOS)",
+        title="lm-grpo: completion length over training"))
+    zero = {name: arm["logs"]["zero_signal_fraction"].mean(axis=2)[:, None, :]
+            for name, arm in arms.items() if name != "ppo"}
+    bands = stats.sample_efficiency_curves(zero, "mean", key=key, reps=config.bootstrap_reps)
+    io.write_figure(out_dir / "zero_signal.png", plot_sample_efficiency(
+        chunk_steps, bands, xlabel="RL step", ylabel="fraction of groups with no signal",
+        title="lm-grpo: zero-signal groups"))
+
+
+def report_markdown(summary: dict[str, Any], config: Config) -> str:
+    m = summary["memory"]
+    figures = [
+        Figure("greedy accuracy after warm-up", summary["accuracy_start"],
+               *summary["accuracy_start_ci"], "held-out"),
+        Figure("greedy accuracy after GRPO", summary["accuracy_grpo"],
+               *summary["accuracy_grpo_ci"], f"{config.rl_steps} steps"),
+        Figure("GRPO accuracy gain", summary["accuracy_gain"], *summary["accuracy_gain_ci"],
+               "paired per seed"),
+    ]
+    if "format_only_accuracy_gain" in summary:
+        figures.append(Figure("format-only reward: accuracy gain",
+                              summary["format_only_accuracy_gain"],
+                              *summary["format_only_accuracy_gain_ci"],
+                              f"format rate {format_number(summary['format_only_format_rate'])}"))
+    if "accuracy_ppo" in summary:
+        figures.append(Figure("accuracy after PPO", summary["accuracy_ppo"],
+                              *summary["accuracy_ppo_ci"], "same completions per step"))
+    excludes = summary["accuracy_gain_ci"][0] > 0
+    lines = [
+        f"# {NAME}", "", DESCRIPTION + ".", "",
+        f"{config.seeds} seeds; levels {config.levels}; warm-up {config.sft_steps} supervised "
+        f"steps; {config.rl_steps} RL steps of {config.prompts_per_step} prompts x "
+        f"{config.group_size} completions; model width {config.width}, {config.num_layers} "
+        f"layers, {config.num_heads} heads; {config.eval_prompts} held-out prompts, greedy.",
+        "", figures_table(figures), "",
+        "## Reading", "",
+        f"GRPO moves held-out accuracy from {format_number(summary['accuracy_start'])} to "
+        f"{format_number(summary['accuracy_grpo'])}; the 95 % interval of the per-seed gain "
+        f"[{format_number(summary['accuracy_gain_ci'][0])}, "
+        f"{format_number(summary['accuracy_gain_ci'][1])}] "
+        + ("excludes zero." if excludes else "does NOT exclude zero."),
+        "",
+        f"Format rate {format_number(summary['format_rate_start'])} -> "
+        f"{format_number(summary['format_rate'])}; zero-signal groups "
+        f"{format_number(summary['zero_signal_fraction_first_chunk'])} in the first chunk, "
+        f"{format_number(summary['zero_signal_fraction_last_chunk'])} in the last "
+        f"(mean {format_number(summary['zero_signal_fraction'])}); mean completion length "
+        f"{format_number(summary['length_first_chunk'])} -> "
+        f"{format_number(summary['length_last_chunk'])} tokens.", "",
+    ]
+    if "format_only_accuracy_gain" in summary:
+        lines += [
+            "With the format reward alone the model is paid for any well-formed integer: "
+            f"accuracy changes by {format_number(summary['format_only_accuracy_gain'])} "
+            f"[{format_number(summary['format_only_accuracy_gain_ci'][0])}, "
+            f"{format_number(summary['format_only_accuracy_gain_ci'][1])}] while the format "
+            f"rate reaches {format_number(summary['format_only_format_rate'])}.", ""]
+    if summary["memory_ratio"] is None:
+        lines += ["Memory was not measured (measure_memory=false).", ""]
+        return "\n".join(lines)
+    lines += [
+        "## Memory of one training step (XLA memory analysis, one seed)", "",
+        "| | GRPO | PPO |", "|---|---:|---:|",
+    ]
+    for field in ("param_bytes", "reference_bytes", "optimizer_bytes", "temp_bytes",
+                  "total_bytes"):
+        lines.append(f"| {field} | {m['grpo'][field]:,} | {m['ppo'][field]:,} |")
+    lines += [
+        "", f"GRPO / PPO = {summary['memory_ratio']:.3f}: dropping the critic "
+        f"{'nearly halves' if summary['memory_ratio'] < 0.6 else 'reduces'} the step's memory "
+        "at this size (the seeds' claim is 'nearly halves').", "",
+        "## Procedure", "",
+        "Intervals: 95 % percentile bootstrap over seeds of the mean "
+        f"({config.bootstrap_reps} resamples). The held-out prompts are one fixed draw "
+        "(eval_seed) shared by all seeds and arms.", "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,482 @@
+"""Training a tiny language model on verifiable arithmetic: warm-up, then GRPO or PPO.
+
+One seed's run, cut into chunks so a sweep can checkpoint between them
+(:class:`rljax.sweep.ChunkedSweep`):
+
+* ``init(key)``: initialise the policy (and, for PPO, a value model of the same size),
+  run ``sft_steps`` of supervised warm-up on correct solutions (cross-entropy of the
+  solution tokens, Adam), freeze a copy as the KL reference, and evaluate.
+* ``advance(state)``: ``steps_per_chunk`` RL steps, then a greedy evaluation on the
+  held-out prompts. One **GRPO** step samples ``P`` prompts, ``G`` completions of each
+  (``TinyLM.generate``), scores them with the task's reward programs, and applies
+  :func:`rljax.algorithms.grpo` through :func:`rljax.algorithms.multi_step_update`
+  (``mu`` inner iterations). One **PPO** step samples ``P * G`` prompts with one
+  completion each (the same number of completions), rewards the last token, subtracts
+  ``kl_beta * (log pi - log pi_ref)`` per token (the usual RLHF reward shaping), runs
+  GAE with ``gamma = 1`` over tokens, and applies :func:`rljax.algorithms.ppo` to the
+  sequences with a separate value model (``mu`` epochs).
+* ``finish(state)``: the final evaluation.
+
+Rewards that are NaN (e.g. a NaN weight) are counted in ``nan_rewards`` and their groups
+(GRPO) or sequences (PPO) are masked out of the update, never trained on.
+
+The held-out prompts are drawn once from ``eval_seed`` (the same set for every seed);
+evaluation decodes greedily (temperature 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from rljax.advantages import generalized_advantage_estimation
+from rljax.algorithms.grpo import GroupBatch, grpo
+from rljax.algorithms.loops import multi_step_update
+from rljax.algorithms.ppo import PPOBatch, ppo
+from rljax.envs.arithmetic import ArithmeticTask, Problems
+from rljax.losses import AGGREGATIONS, KL_ESTIMATORS
+from rljax.policies.lm import LMConfig, TinyLM
+from rljax.policies.sampling import log_softmax
+from rljax.types import Array, PRNGKey
+
+ALGORITHMS = ("grpo", "ppo")
+ADVANTAGES = ("group_relative", "group_mean", "leave_one_out")
+
+
+@dataclass(frozen=True)
+class LMTrainConfig:
+    """Everything one seed's LM training run depends on.
+
+    Attributes:
+      algorithm: ``"grpo"`` or ``"ppo"``.
+      levels: arithmetic levels to draw prompts from (see ``rljax.envs.arithmetic``).
+      prompt_length, max_new_tokens: prompt columns (with BOS) and completion tokens.
+      width, num_layers, num_heads: the transformer (context = prompt + completion).
+      sft_steps, sft_batch, sft_learning_rate: supervised warm-up on correct solutions.
+      rl_steps: RL steps in all (``num_chunks * steps_per_chunk``).
+      steps_per_chunk: RL steps between evaluations / checkpoints.
+      prompts_per_step, group_size: ``P`` prompts x ``G`` completions per GRPO step
+        (PPO: ``P * G`` prompts x 1 completion).
+      learning_rate, max_grad_norm: Adam step size and global-norm clip of the RL phase.
+      mu: inner iterations per batch (GRPO's mu, PPO's epochs).
+      clip_epsilon, clip_epsilon_high: ratio clip range.
+      kl_beta, kl_estimator: KL to the warm-started reference (GRPO: in the loss;
+        PPO: as reward shaping, k1 per token).
+      aggregation, advantage: GRPO's loss aggregation and group advantage.
+      temperature, top_k: sampling during training (top_k 0 = off).
+      reward_accuracy, reward_format, reward_process: weights of the reward programs.
+      value_coef, entropy_coef, lam: PPO's value weight, entropy bonus and GAE lambda.
+      eval_prompts, eval_seed: the held-out set (same for every seed).
+    """
+
+    algorithm: str = "grpo"
+    levels: tuple[int, ...] = (0, 1)
+    prompt_length: int = 8
+    max_new_tokens: int = 5
+    width: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    sft_steps: int = 150
+    sft_batch: int = 64
+    sft_learning_rate: float = 3e-3
+    rl_steps: int = 200
+    steps_per_chunk: int = 25
+    prompts_per_step: int = 16
+    group_size: int = 8
+    learning_rate: float = 3e-4
+    max_grad_norm: float = 1.0
+    mu: int = 1
+    clip_epsilon: float = 0.2
+    clip_epsilon_high: float | None = None
+    kl_beta: float = 0.0
+    kl_estimator: str = "k3"
+    aggregation: str = "token-mean"
+    advantage: str = "group_relative"
+    temperature: float = 1.0
+    top_k: int = 0
+    reward_accuracy: float = 1.0
+    reward_format: float = 0.0
+    reward_process: float = 0.0
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    lam: float = 0.95
+    eval_prompts: int = 256
+    eval_seed: int = 12345
+
+    @property
+    def num_chunks(self) -> int:
+        return self.rl_steps // self.steps_per_chunk
+
+    @property
+    def reward_weights(self) -> dict[str, float]:
+        return {"accuracy": self.reward_accuracy, "format": self.reward_format,
+                "process": self.reward_process}
+
+    def task(self) -> ArithmeticTask:
+        return ArithmeticTask(levels=tuple(self.levels), prompt_length=self.prompt_length,
+                              solution_length=self.max_new_tokens)
+
+    def lm_config(self, value_head: bool = False) -> LMConfig:
+        return LMConfig(context_length=self.prompt_length + self.max_new_tokens,
+                        num_layers=self.num_layers, width=self.width,
+                        num_heads=self.num_heads, value_head=value_head)
+
+    def validate(self) -> None:
+        """One-line ``ValueError`` naming the first invalid field."""
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm: must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        for name in ("prompt_length", "max_new_tokens", "width", "num_layers", "num_heads",
+                     "sft_batch", "rl_steps", "steps_per_chunk", "prompts_per_step", "mu",
+                     "eval_prompts"):
+            _require_int(name, getattr(self, name), 1)
+        _require_int("sft_steps", self.sft_steps, 0)
+        _require_int("top_k", self.top_k, 0)
+        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or (
+                self.group_size < 2):
+            raise ValueError(f"group_size: must be an integer >= 2, got {self.group_size!r}")
+        if self.rl_steps % self.steps_per_chunk:
+            raise ValueError(f"rl_steps: must be a multiple of steps_per_chunk="
+                             f"{self.steps_per_chunk}, got {self.rl_steps}")
+        for name in ("sft_learning_rate", "learning_rate", "max_grad_norm", "clip_epsilon"):
+            _require_positive(name, getattr(self, name))
+        if self.clip_epsilon_high is not None:
+            _require_positive("clip_epsilon_high", self.clip_epsilon_high)
+        for name in ("kl_beta", "value_coef", "entropy_coef", "temperature"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+        if not 0.0 <= self.lam <= 1.0:
+            raise ValueError(f"lam: must be in [0, 1], got {self.lam!r}")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator: must be one of {KL_ESTIMATORS}, got "
+                             f"{self.kl_estimator!r}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation: must be one of {AGGREGATIONS}, got "
+                             f"{self.aggregation!r}")
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"advantage: must be one of {ADVANTAGES}, got {self.advantage!r}")
+        for name in ("reward_accuracy", "reward_format", "reward_process"):
+            if not isinstance(getattr(self, name), int | float):
+                raise ValueError(f"{name}: must be a number, got {getattr(self, name)!r}")
+        self.task().validate()
+        self.lm_config().validate()
+
+
+def _require_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+
+
+def _require_positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and value > 0):
+        raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
+
+
+@struct.dataclass
+class LMTrainState:
+    """One seed's training state (everything a checkpoint needs to continue bitwise).
+
+    Attributes:
+      params: policy params (GRPO) or ``{"policy": ..., "value": ...}`` (PPO).
+      reference: the frozen warm-started policy params (the KL reference).
+      opt_state: Adam's state for ``params``.
+      key: the run's PRNG key (split at every step).
+      step: RL steps taken, int32 scalar.
+      eval_accuracy, eval_format: the latest held-out evaluation.
+      start_accuracy, start_format: the evaluation right after the warm-up.
+    """
+
+    params: Any
+    reference: Any
+    opt_state: Any
+    key: PRNGKey
+    step: Array
+    eval_accuracy: Array
+    eval_format: Array
+    start_accuracy: Array
+    start_format: Array
+
+
+@dataclass(frozen=True)
+class LMTrainer:
+    """The pieces of one seed's run (module docstring); build with :func:`make_lm_trainer`.
+
+    Attributes:
+      config: the run's config.
+      policy: the ``TinyLM`` policy (``value``: the value model, PPO only).
+      task: the arithmetic task.
+    """
+
+    config: LMTrainConfig
+    policy: TinyLM
+    value: TinyLM | None
+    task: ArithmeticTask
+
+    # -- building blocks -------------------------------------------------------------
+    def rl_optimizer(self) -> optax.GradientTransformation:
+        return optax.chain(optax.clip_by_global_norm(self.config.max_grad_norm),
+                           optax.adam(self.config.learning_rate))
+
+    def policy_params(self, params: Any) -> Any:
+        return params["policy"] if self.config.algorithm == "ppo" else params
+
+    def sample_problems(self, key: PRNGKey, num: int) -> Problems:
+        return self.task.sample(key, num)
+
+    def eval_problems(self) -> Problems:
+        return self.task.sample(jax.random.key(self.config.eval_seed), self.config.eval_prompts)
+
+    def evaluate(self, policy_params: Any, problems: Problems | None = None
+                 ) -> tuple[Array, Array]:
+        """Greedy accuracy and format rate on ``problems`` (default: the held-out set)."""
+        problems = self.eval_problems() if problems is None else problems
+        completion = self.policy.generate(
+            policy_params, problems.prompt, problems.prompt_mask, jax.random.key(0),
+            max_new_tokens=self.config.max_new_tokens, temperature=0.0)
+        rewards = self.task.rewards(problems, completion.tokens, completion.mask)
+        return jnp.mean(rewards.accuracy), jnp.mean(rewards.format)
+
+    def sft_loss(self, params: Any, problems: Problems) -> Array:
+        """Mean negative log-likelihood of the correct solution tokens."""
+        log_probs = self.policy.completion_log_probs(
+            params, problems.prompt, problems.prompt_mask, problems.solution,
+            problems.solution_mask)
+        mask = problems.solution_mask.astype(log_probs.dtype)
+        return -jnp.sum(log_probs * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+    def warm_up(self, params: Any, key: PRNGKey) -> Any:
+        """``sft_steps`` Adam steps on fresh correct solutions (one batch per step)."""
+        cfg = self.config
+        if cfg.sft_steps == 0:
+            return params
+        optimizer = optax.adam(cfg.sft_learning_rate)
+
+        def step(carry, step_key):
+            params, opt_state = carry
+            grads = jax.grad(self.sft_loss)(params, self.sample_problems(step_key, cfg.sft_batch))
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), None
+
+        (params, _), _ = jax.lax.scan(step, (params, optimizer.init(params)),
+                                      jax.random.split(key, cfg.sft_steps))
+        return params
+
+    def sample_completions(self, policy_params: Any, problems: Problems, key: PRNGKey):
+        cfg = self.config
+        return self.policy.generate(
+            policy_params, problems.prompt, problems.prompt_mask, key,
+            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+            top_k=cfg.top_k or None)
+
+    def score(self, problems: Problems, completion) -> tuple[Array, Any]:
+        rewards = self.task.rewards(problems, completion.tokens, completion.mask)
+        return self.task.combined_reward(rewards, self.config.reward_weights), rewards
+
+    # -- one seed's run --------------------------------------------------------------
+    def init(self, key: PRNGKey) -> LMTrainState:
+        """Initialise, warm up, freeze the reference, evaluate."""
+        init_key, value_key, sft_key, run_key = jax.random.split(key, 4)
+        policy_params = self.warm_up(self.policy.init(init_key), sft_key)
+        if self.config.algorithm == "ppo":
+            params = {"policy": policy_params, "value": self.value.init(value_key)}
+        else:
+            params = policy_params
+        accuracy, fmt = self.evaluate(policy_params)
+        return LMTrainState(params=params, reference=policy_params,
+                            opt_state=self.rl_optimizer().init(params), key=run_key,
+                            step=jnp.zeros((), jnp.int32), eval_accuracy=accuracy,
+                            eval_format=fmt, start_accuracy=accuracy, start_format=fmt)
+
+    def rl_step(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
+        """One GRPO or PPO step (module docstring); returns the new state and metrics."""
+        key, problem_key, sample_key, update_key = jax.random.split(state.key, 4)
+        step = self.grpo_update if self.config.algorithm == "grpo" else self.ppo_update
+        params, opt_state, metrics = step(state, problem_key, sample_key, update_key)
+        state = state.replace(params=params, opt_state=opt_state, key=key,
+                              step=state.step + 1)
+        return state, metrics
+
+    def advance(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
+        """``steps_per_chunk`` RL steps, then a held-out evaluation.
+
+        Returns ``(state, logs)`` with per-step metrics ``[steps_per_chunk]`` and the
+        chunk-end ``eval_accuracy`` / ``eval_format`` scalars."""
+        state, metrics = jax.lax.scan(lambda s, _: self.rl_step(s), state, None,
+                                      length=self.config.steps_per_chunk)
+        accuracy, fmt = self.evaluate(self.policy_params(state.params))
+        state = state.replace(eval_accuracy=accuracy, eval_format=fmt)
+        return state, {**metrics, "eval_accuracy": accuracy, "eval_format": fmt}
+
+    def finish(self, state: LMTrainState) -> dict[str, Array]:
+        """``{"start_accuracy", "start_format", "eval_accuracy", "eval_format"}``."""
+        return {"start_accuracy": state.start_accuracy, "start_format": state.start_format,
+                "eval_accuracy": state.eval_accuracy, "eval_format": state.eval_format}
+
+    # -- the two updates -------------------------------------------------------------
+    def grpo_transform(self):
+        cfg = self.config
+
+        def log_prob_fn(params, obs, actions):
+            return self.policy.completion_log_probs(params, obs["prompt"], obs["prompt_mask"],
+                                                    actions, obs["completion_mask"])
+
+        return grpo(log_prob_fn=log_prob_fn, group_size=cfg.group_size,
+                    advantage=cfg.advantage, clip_epsilon=cfg.clip_epsilon,
+                    clip_epsilon_high=cfg.clip_epsilon_high, kl_beta=cfg.kl_beta,
+                    kl_estimator=cfg.kl_estimator, aggregation=cfg.aggregation)
+
+    def grpo_update(self, state, problem_key, sample_key, update_key):
+        cfg = self.config
+        p, g = cfg.prompts_per_step, cfg.group_size
+        problems = self.sample_problems(problem_key, p)
+        repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, g, axis=0), problems)
+        completion = self.sample_completions(state.params, repeated, sample_key)
+        reward, parts = self.score(repeated, completion)
+        nan = jnp.isnan(reward).reshape(p, g)
+        usable = ~jnp.any(nan, axis=1)
+        rewards = jnp.where(nan, 0.0, reward.reshape(p, g))
+        mask = completion.mask * jnp.repeat(usable, g)[:, None]
+        old = self.policy.completion_log_probs(state.params, repeated.prompt,
+                                               repeated.prompt_mask, completion.tokens, mask)
+        if cfg.kl_beta > 0:
+            ref = self.policy.completion_log_probs(state.reference, repeated.prompt,
+                                                   repeated.prompt_mask, completion.tokens, mask)
+        else:
+            ref = old
+        group = lambda x: x.reshape(p, g, *x.shape[1:])  # noqa: E731
+        batch = GroupBatch(
+            obs={"prompt": group(repeated.prompt), "prompt_mask": group(repeated.prompt_mask),
+                 "completion_mask": group(mask)},
+            actions=group(completion.tokens), mask=group(mask), rewards=rewards,
+            old_log_probs=group(jax.lax.stop_gradient(old)),
+            ref_log_probs=group(jax.lax.stop_gradient(ref)))
+        params, _, opt_state, metrics = multi_step_update(
+            self.grpo_transform(), self.rl_optimizer(), state.params, (), state.opt_state,
+            batch, update_key, num_epochs=cfg.mu, num_minibatches=1)
+        metrics = {
+            **_sample_metrics(parts, completion.mask),
+            "reward": jnp.mean(rewards),
+            "zero_signal_fraction": 1.0 - metrics["signal_fraction"],
+            "kl": metrics["kl"],
+            "clip_fraction": metrics["clip_fraction"],
+            "loss": metrics["loss"],
+            "nan_rewards": jnp.sum(nan).astype(jnp.int32),
+        }
+        return params, opt_state, metrics
+
+    def ppo_actor_critic(self, params, obs):
+        """``(logits [B, N, V], values [B, N])`` of the completion tokens in ``obs``."""
+        prompt_len = obs["prompt"].shape[1]
+        n = obs["completion"].shape[1]
+        tokens = jnp.concatenate([obs["prompt"], obs["completion"]], axis=1)
+        mask = jnp.concatenate([obs["prompt_mask"], obs["completion_mask"]], axis=1)
+        logits = self.policy.logits(params["policy"], tokens, mask)
+        logits = logits[:, prompt_len - 1: prompt_len - 1 + n]
+        values = self.value.completion_values(params["value"], obs["prompt"],
+                                              obs["prompt_mask"], obs["completion"],
+                                              obs["completion_mask"])
+        return logits, values
+
+    def ppo_update(self, state, problem_key, sample_key, update_key):
+        cfg = self.config
+        problems = self.sample_problems(problem_key, cfg.prompts_per_step * cfg.group_size)
+        completion = self.sample_completions(state.params["policy"], problems, sample_key)
+        reward, parts = self.score(problems, completion)
+        nan = jnp.isnan(reward)
+        mask = completion.mask * (~nan)[:, None]
+        reward = jnp.where(nan, 0.0, reward)
+        obs = {"prompt": problems.prompt, "prompt_mask": problems.prompt_mask,
+               "completion": completion.tokens, "completion_mask": mask}
+        logits, values = self.ppo_actor_critic(state.params, obs)
+        old = jnp.take_along_axis(log_softmax(logits), completion.tokens[..., None], -1)[..., 0]
+        maskf = mask.astype(jnp.float32)
+        ref = self.policy.completion_log_probs(state.reference, problems.prompt,
+                                               problems.prompt_mask, completion.tokens, mask)
+        length = jnp.sum(mask, axis=1)
+        last = jax.nn.one_hot(length - 1, mask.shape[1]) * maskf
+        token_rewards = reward[:, None] * last - cfg.kl_beta * (old - ref) * maskf
+        # GAE over tokens (time-major), gamma = 1; the episode ends at the last real token.
+        terminated = (last > 0) | (maskf == 0)
+        advantages, returns = generalized_advantage_estimation(
+            token_rewards.T, (values * maskf).T, jnp.zeros(values.shape[0]), terminated.T,
+            gamma=1.0, lam=cfg.lam)
+        batch = PPOBatch(obs=obs, actions=completion.tokens,
+                         old_log_probs=jax.lax.stop_gradient(old),
+                         advantages=jax.lax.stop_gradient(advantages.T),
+                         returns=jax.lax.stop_gradient(returns.T),
+                         old_values=jax.lax.stop_gradient(values), mask=mask)
+        rl = ppo(self.ppo_actor_critic, clip_epsilon=cfg.clip_epsilon,
+                 clip_epsilon_high=cfg.clip_epsilon_high, value_coef=cfg.value_coef,
+                 entropy_coef=cfg.entropy_coef, value_clip=None)
+        params, _, opt_state, metrics = multi_step_update(
+            rl, self.rl_optimizer(), state.params, (), state.opt_state, batch, update_key,
+            num_epochs=cfg.mu, num_minibatches=1)
+        group_view = reward.reshape(cfg.prompts_per_step, cfg.group_size)
+        spread = jnp.max(group_view, axis=1) != jnp.min(group_view, axis=1)
+        metrics = {
+            **_sample_metrics(parts, completion.mask),
+            "reward": jnp.mean(reward),
+            "zero_signal_fraction": 1.0 - jnp.mean(spread.astype(jnp.float32)),
+            "kl": jnp.sum((old - ref) * maskf) / jnp.maximum(jnp.sum(maskf), 1.0),
+            "clip_fraction": metrics["clip_fraction"],
+            "loss": metrics["loss"],
+            "nan_rewards": jnp.sum(nan).astype(jnp.int32),
+        }
+        return params, opt_state, metrics
+
+
+def _sample_metrics(parts: Any, mask: Array) -> dict[str, Array]:
+    return {"accuracy": jnp.mean(parts.accuracy), "format": jnp.mean(parts.format),
+            "process": jnp.mean(parts.process),
+            "length": jnp.mean(jnp.sum(mask, axis=1).astype(jnp.float32))}
+
+
+def make_lm_trainer(config: LMTrainConfig) -> LMTrainer:
+    """Validate ``config`` and build the trainer (its ``init/advance/finish`` feed
+    :class:`rljax.sweep.ChunkedSweep`)."""
+    config.validate()
+    policy = TinyLM(config.lm_config())
+    value = TinyLM(config.lm_config(value_head=True)) if config.algorithm == "ppo" else None
+    return LMTrainer(config=config, policy=policy, value=value, task=config.task())
+
+
+def tree_bytes(tree: Any) -> int:
+    """Bytes of all array leaves of ``tree`` (arrays or ``ShapeDtypeStruct``s)."""
+    return int(sum(math.prod(leaf.shape) * jnp.dtype(leaf.dtype).itemsize
+                   for leaf in jax.tree_util.tree_leaves(tree)))
+
+
+def training_step_memory(trainer: LMTrainer) -> dict[str, int]:
+    """XLA's memory analysis of one seed's compiled RL step (``trainer.rl_step``).
+
+    Returns bytes: ``param_bytes`` (policy, plus the value model for PPO),
+    ``reference_bytes``, ``optimizer_bytes``, ``temp_bytes`` (XLA's temporaries: the
+    activations and gradients of the step), ``argument_bytes``, ``output_bytes``,
+    ``alias_bytes`` and ``total_bytes = temp + argument + output - alias`` (the step's
+    peak footprint, parameters and optimizer included as arguments). Nothing is run:
+    shapes come from ``jax.eval_shape`` of ``init``.
+    """
+    state = jax.eval_shape(trainer.init, jax.random.key(0))
+    compiled = jax.jit(trainer.rl_step).lower(state).compile()
+    analysis = compiled.memory_analysis()
+    temp = int(analysis.temp_size_in_bytes)
+    argument = int(analysis.argument_size_in_bytes)
+    output = int(analysis.output_size_in_bytes)
+    alias = int(analysis.alias_size_in_bytes)
+    return {
+        "param_bytes": tree_bytes(state.params),
+        "reference_bytes": tree_bytes(state.reference),
+        "optimizer_bytes": tree_bytes(state.opt_state),
+        "temp_bytes": temp,
+        "argument_bytes": argument,
+        "output_bytes": output,
+        "alias_bytes": alias,
+        "total_bytes": temp + argument + output - alias,
+    }

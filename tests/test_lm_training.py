@@ -1,0 +1,124 @@
+"""LM training (warm-up, GRPO, PPO), chunked sweeps with checkpoints, and step memory."""
+
+import dataclasses
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rljax.algorithms.lm_training import (
+    LMTrainConfig,
+    LMTrainer,
+    make_lm_trainer,
+    training_step_memory,
+    tree_bytes,
+)
+from rljax.checkpoint import Checkpointer, CheckpointError
+from rljax.sweep import ChunkedSweep
+
+TINY = LMTrainConfig(width=16, num_layers=1, num_heads=2, sft_steps=3, sft_batch=8,
+                     rl_steps=4, steps_per_chunk=2, prompts_per_step=2, group_size=4,
+                     eval_prompts=8)
+# the format reward gives this barely warmed-up model groups with signal
+STEP = {algorithm: dataclasses.replace(TINY, algorithm=algorithm, kl_beta=0.04,
+                                       reward_format=1.0, sft_steps=20)
+        for algorithm in ("grpo", "ppo")}
+
+
+def _leaves_equal(a, b):
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize("field, value", [
+    ("algorithm", "dpo"), ("group_size", 1), ("rl_steps", 5), ("mu", 0),
+    ("learning_rate", 0.0), ("kl_beta", -1.0), ("aggregation", "sum"),
+    ("advantage", "z"), ("kl_estimator", "k4"), ("max_new_tokens", 0),
+])
+def test_config_errors_name_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        make_lm_trainer(dataclasses.replace(TINY, **{field: value}))
+
+
+def test_warm_up_lowers_the_supervised_loss():
+    trainer = make_lm_trainer(dataclasses.replace(TINY, sft_steps=30))
+    params = trainer.policy.init(jax.random.key(0))
+    problems = trainer.sample_problems(jax.random.key(1), 64)
+    loss = jax.jit(trainer.sft_loss)
+    before = float(loss(params, problems))
+    after = float(loss(jax.jit(trainer.warm_up)(params, jax.random.key(2)), problems))
+    assert after < before - 0.3
+
+
+class NaNRewardTrainer(LMTrainer):
+    """Every reward NaN (as from a broken user reward program)."""
+
+    def score(self, problems, completion):
+        reward, parts = super().score(problems, completion)
+        return jnp.full_like(reward, jnp.nan), parts
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_rl_step_trains_on_rewards_and_never_on_nan_rewards(algorithm):
+    config = STEP[algorithm]
+    trainer = make_lm_trainer(config)
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    new, metrics = jax.jit(trainer.rl_step)(state)
+    assert int(new.step) == 1
+    assert float(metrics["zero_signal_fraction"]) < 1.0
+    for name in ("reward", "accuracy", "format", "process", "length", "zero_signal_fraction",
+                 "kl", "clip_fraction", "loss"):
+        assert np.isfinite(float(metrics[name])), name
+    assert int(metrics["nan_rewards"]) == 0
+    moved = jax.tree_util.tree_map(lambda a, b: bool(jnp.any(a != b)), state.params, new.params)
+    assert any(jax.tree_util.tree_leaves(moved))
+    _leaves_equal(state.reference, new.reference)  # the reference stays frozen
+    # NaN rewards: counted, and the update leaves the policy where it was
+    nan_trainer = NaNRewardTrainer(**vars(trainer))
+    new, metrics = jax.jit(nan_trainer.rl_step)(state)
+    assert int(metrics["nan_rewards"]) == config.prompts_per_step * config.group_size
+    assert np.isfinite(float(metrics["loss"]))
+    policy = trainer.policy_params
+    _leaves_equal(policy(state.params), policy(new.params))
+
+
+def test_chunked_sweep_is_per_seed_resumes_bitwise_and_checks_config(tmp_path):
+    trainer = make_lm_trainer(TINY)
+    sweep = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
+                         num_chunks=TINY.num_chunks, block_size=2)
+    meta = {"config": dataclasses.asdict(TINY)}
+    directory = tmp_path / "a"
+    full = sweep.run(3, checkpointer=Checkpointer(directory, metadata=meta))
+    assert full.outputs["logs"]["reward"].shape == (3, 2, 2)
+    assert full.outputs["final"]["eval_accuracy"].shape == (3,)
+    assert Checkpointer(directory).steps() == [1, 4]  # chunk 1 of round 0, of round 1
+    # Interrupted after chunk 1 of round 1 (seeds 2-3): drop what came later, resume.
+    shutil.rmtree(directory / "rounds" / "1")
+    resumed = sweep.run(3, checkpointer=Checkpointer(directory, metadata=meta), resume=True)
+    _leaves_equal(full.outputs, resumed.outputs)
+    # A seed's result does not depend on the number of seeds in the sweep.
+    alone = sweep.run(1)
+    _leaves_equal(jax.tree_util.tree_map(lambda x: x[:1], full.outputs), alone.outputs)
+    # A checkpoint of another config is refused, naming the field.
+    other = {"config": {**meta["config"], "width": 32}}
+    shutil.rmtree(directory / "rounds" / "1")
+    with pytest.raises(CheckpointError, match="width"):
+        sweep.run(3, checkpointer=Checkpointer(directory, metadata=other), resume=True)
+
+
+def test_step_memory_counts_the_critic():
+    grpo = training_step_memory(make_lm_trainer(STEP["grpo"]))
+    ppo_trainer = make_lm_trainer(STEP["ppo"])
+    ppo = training_step_memory(ppo_trainer)
+    policy_bytes = tree_bytes(ppo_trainer.policy.init(jax.random.key(0)))
+    value_bytes = tree_bytes(ppo_trainer.value.init(jax.random.key(0)))
+    assert grpo["param_bytes"] == policy_bytes
+    assert ppo["param_bytes"] == policy_bytes + value_bytes
+    assert grpo["reference_bytes"] == ppo["reference_bytes"] == policy_bytes
+    assert ppo["optimizer_bytes"] > grpo["optimizer_bytes"]
+    assert grpo["temp_bytes"] > 0
+    assert grpo["total_bytes"] < ppo["total_bytes"]
