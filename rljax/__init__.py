@@ -47,11 +47,20 @@ from rljax.algorithms import (
     ppo,
     reinforce,
 )
-from rljax.envs import CartPole, ChainMDP, Environment, EquationEnv, KAnswerBandit
-from rljax.policies import Policy, mlp_actor, mlp_actor_critic, tabular_softmax
+from rljax.checkpoint import Checkpointer, CheckpointError
+from rljax.envs import (
+    ArithmeticTask,
+    CartPole,
+    ChainMDP,
+    Environment,
+    EquationEnv,
+    KAnswerBandit,
+)
+from rljax.policies import LMConfig, Policy, TinyLM, mlp_actor, mlp_actor_critic, tabular_softmax
 from rljax.rollout import Trajectory, episode_rollout
 from rljax.rollout import rollout as rollout_steps
-from rljax.sweep import Sweep, SweepResult, run_sweep, seed_key
+from rljax.sweep import ChunkedSweep, Sweep, SweepResult, run_sweep, seed_key
+from rljax.tokenizer import CharTokenizer
 
 __version__ = "0.1.0"
 
@@ -78,6 +87,13 @@ __all__ = [
     "multi_step_update",
     "ppo",
     "CartPole",
+    "ArithmeticTask",
+    "TinyLM",
+    "LMConfig",
+    "CharTokenizer",
+    "ChunkedSweep",
+    "Checkpointer",
+    "CheckpointError",
     "EquationEnv",
     "KAnswerBandit",
     "mlp_actor",

@@ -22,7 +22,7 @@ TINY = LMTrainConfig(width=16, num_layers=1, num_heads=2, sft_steps=3, sft_batch
                      rl_steps=4, steps_per_chunk=2, prompts_per_step=2, group_size=4,
                      eval_prompts=8)
 # the format reward gives this barely warmed-up model groups with signal
-STEP = {algorithm: dataclasses.replace(TINY, algorithm=algorithm, kl_beta=0.04,
+STEP = {algorithm: dataclasses.replace(TINY, algorithm=algorithm, kl_beta=0.04, levels=(1,),
                                        reward_format=1.0, sft_steps=20)
         for algorithm in ("grpo", "ppo")}
 
