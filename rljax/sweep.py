@@ -86,6 +86,19 @@ def check_sweep_args(num_seeds: Any, block_size: Any) -> None:
         raise ValueError(f"block_size: must be an integer >= 1, got {block_size!r}")
 
 
+def _set_blocks(sweep: Any, base_seed: int, block_size: int,
+                devices: Sequence[jax.Device] | None) -> None:
+    """Validate ``block_size``; set a sweep's seed, block, devices, 1-D mesh sharding and
+    round size (``block_size * num_devices``)."""
+    check_sweep_args(1, block_size)
+    sweep.base_seed = base_seed
+    sweep.block_size = int(block_size)
+    sweep.devices = list(jax.local_devices() if devices is None else devices)
+    mesh = Mesh(np.asarray(sweep.devices), (SEED_AXIS,))
+    sweep.sharding = NamedSharding(mesh, PartitionSpec(SEED_AXIS))
+    sweep.round_size = sweep.block_size * len(sweep.devices)
+
+
 class Sweep:
     """A compiled seed sweep of one ``train(key)`` function (see the module docstring).
 
@@ -111,14 +124,8 @@ class Sweep:
         block_size: int = DEFAULT_BLOCK_SIZE,
         devices: Sequence[jax.Device] | None = None,
     ):
-        check_sweep_args(1, block_size)
         self.train = train
-        self.base_seed = base_seed
-        self.block_size = int(block_size)
-        self.devices = list(jax.local_devices() if devices is None else devices)
-        mesh = Mesh(np.asarray(self.devices), (SEED_AXIS,))
-        self.sharding = NamedSharding(mesh, PartitionSpec(SEED_AXIS))
-        self.round_size = self.block_size * len(self.devices)
+        _set_blocks(self, base_seed, block_size, devices)
         self._compiled = None
         self.compile_seconds: float | None = None
 
@@ -257,16 +264,10 @@ class ChunkedSweep:
         block_size: int = DEFAULT_BLOCK_SIZE,
         devices: Sequence[jax.Device] | None = None,
     ):
-        check_sweep_args(1, block_size)
         if isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1:
             raise ValueError(f"num_chunks: must be an integer >= 1, got {num_chunks!r}")
         self.num_chunks = num_chunks
-        self.base_seed = base_seed
-        self.block_size = int(block_size)
-        self.devices = list(jax.local_devices() if devices is None else devices)
-        mesh = Mesh(np.asarray(self.devices), (SEED_AXIS,))
-        self.sharding = NamedSharding(mesh, PartitionSpec(SEED_AXIS))
-        self.round_size = self.block_size * len(self.devices)
+        _set_blocks(self, base_seed, block_size, devices)
         base_key = jax.random.key(base_seed)
 
         def init_block(seed_ids):
