@@ -1,7 +1,14 @@
 """Pure-functional environments with the gymnax-shaped API (see ``base``)."""
 
 from rljax.envs.arithmetic import LEVEL_NAMES, ArithmeticTask, Problems, Rewards
-from rljax.envs.bandit import BanditParams, BanditState, KAnswerBandit
+from rljax.envs.bandit import (
+    BanditParams,
+    BanditState,
+    KAnswerBandit,
+    PromptBank,
+    PromptBankParams,
+    PromptBankState,
+)
 from rljax.envs.base import Environment, EnvParams, EnvState
 from rljax.envs.chain import REWARD_MODES, ChainMDP, ChainParams, ChainState
 from rljax.envs.classic import CartPole, CartPoleParams, CartPoleState
@@ -18,6 +25,9 @@ __all__ = [
     "KAnswerBandit",
     "BanditParams",
     "BanditState",
+    "PromptBank",
+    "PromptBankParams",
+    "PromptBankState",
     "CartPole",
     "CartPoleParams",
     "CartPoleState",

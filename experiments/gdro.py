@@ -1,0 +1,374 @@
+"""Study ``gdro``: difficulty-aware GRPO under equal compute on a prompt bank.
+
+A bank of ``P`` prompts (``rljax.envs.PromptBank``: ``K`` answers each, one correct; a
+heavy-tailed difficulty mixture of many easy prompts and a long tail of hard ones) is
+learned by a tabular softmax policy started at the bank's prior logits. Every step a
+sampler (``rljax.curriculum``) picks prompt rows and how many rollouts each row gets; the
+rollouts are scored (1 if correct), turned into group-relative advantages over each
+row's rollouts (``(r - mean) / (std + 1e-6)``, 0 for rows whose rewards are all equal;
+masked for rows with fewer rollouts) and applied through ``rljax.grpo`` (token-mean loss,
+no KL) with plain SGD on the logits.
+
+Four samplers, **the same total number of rollouts** per seed
+(``budget_steps * prompts_per_step * group_size``; a method stops updating once the next
+step would exceed it):
+
+* ``uniform`` -- GRPO as published: prompts uniform, ``G`` rollouts each.
+* ``dynamic`` -- DAPO's dynamic sampling: groups without signal are dropped and refilled;
+  every generated rollout counts against the budget, so it takes fewer update steps.
+* ``prompt_gdro`` -- multiplicative weights over difficulty bins (up-weights high-loss bins).
+* ``rollout_gdro`` -- per-bin rollout counts by the square-root rule with a shadow price
+  keeping the mean at ``G``.
+
+Reported per seed: exact pass@8 of the final policy over all prompts and over the hardest
+prompts (initial success probability below ``hard_p0``), the signal fraction of each
+step, and the samplers' bin weights / rollout allocations over training.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pandas as pd
+
+from rljax import io, stats
+from rljax.algorithms import GroupBatch, grpo
+from rljax.config import ConfigError, require_float, require_int
+from rljax.curriculum import (
+    DifficultyClassifier,
+    dynamic_filter,
+    dynamic_sampler,
+    prompt_gdro_sampler,
+    rollout_gdro_sampler,
+    uniform_sampler,
+)
+from rljax.envs import PromptBank
+from rljax.report import Figure, figures_table, format_number
+from rljax.sweep import Sweep
+
+NAME = "gdro"
+DESCRIPTION = ("Uniform GRPO vs dynamic sampling vs Prompt-GDRO vs Rollout-GDRO at equal "
+               "rollouts on a heavy-tailed prompt bank: pass@8 overall and on hard prompts")
+
+METHODS = ("uniform", "dynamic", "prompt_gdro", "rollout_gdro")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The study's knobs (``rljax run gdro --set name=value``)."""
+
+    seeds: int = 256
+    block_size: int = 256
+    base_seed: int = 0
+    bank_seed: int = 2024
+    num_prompts: int = 256
+    num_answers: int = 8
+    prompts_per_step: int = 16
+    group_size: int = 8
+    budget_steps: int = 150
+    learning_rate: float = 8.0
+    oversample: int = 4
+    n_min: int = 2
+    n_max: int = 16
+    gdro_step_size: float = 0.1
+    price_step_size: float = 0.5
+    bin_edges: str = "0.25,0.75"
+    window: int = 4
+    hard_p0: float = 0.1
+    pass_k: int = 8
+    bootstrap_reps: int = 2000
+
+    def edges(self) -> tuple[float, ...]:
+        try:
+            return tuple(float(v) for v in self.bin_edges.split(",") if v.strip())
+        except ValueError:
+            raise ConfigError(f"bin_edges: must be comma-separated increasing numbers in "
+                              f"(0, 1), got {self.bin_edges!r}") from None
+
+    @property
+    def budget(self) -> int:
+        """Rollouts per seed for every method."""
+        return self.budget_steps * self.prompts_per_step * self.group_size
+
+    def validate(self) -> None:
+        require_int("seeds", self.seeds, 2)
+        for name in ("block_size", "num_prompts", "prompts_per_step", "budget_steps",
+                     "oversample", "window", "pass_k", "bootstrap_reps"):
+            require_int(name, getattr(self, name), 1)
+        require_int("base_seed", self.base_seed, 0)
+        require_int("bank_seed", self.bank_seed, 0)
+        require_int("num_answers", self.num_answers, 2)
+        require_int("group_size", self.group_size, 2)
+        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
+        require_float("hard_p0", self.hard_p0, low=0.0, high=1.0, low_inclusive=False)
+        try:
+            build_methods(self, jnp.zeros(self.num_prompts))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+
+
+def build_methods(config: Config, p0: Any) -> dict[str, Any]:
+    """The four samplers (raises ValueError naming a bad field when built)."""
+    del p0
+    classifier = DifficultyClassifier(config.num_prompts, bin_edges=config.edges(),
+                                      window=config.window)
+    m, g = config.prompts_per_step, config.group_size
+    return {
+        "uniform": uniform_sampler(classifier, m, g),
+        "dynamic": dynamic_sampler(classifier, m, g, oversample=config.oversample),
+        "prompt_gdro": prompt_gdro_sampler(classifier, m, g, step_size=config.gdro_step_size),
+        "rollout_gdro": rollout_gdro_sampler(classifier, m, n_min=config.n_min,
+                                             n_max=config.n_max, budget=float(g),
+                                             price_step_size=config.price_step_size),
+    }
+
+
+def masked_group_advantages(rewards: jax.Array, mask: jax.Array,
+                            epsilon: float = 1e-6) -> jax.Array:
+    """Group-relative advantages over each row's used rollouts.
+
+    ``A_ij = (r_ij - mean_i) / (std_i + epsilon)`` over ``{j : mask_ij}`` (population std),
+    0 where the row's used rewards are all equal or ``mask_ij`` is False.
+
+    Args:
+      rewards: ``[M, N]``.
+      mask: ``[M, N]`` bool.
+
+    Returns:
+      ``[M, N]``.
+    """
+    m = mask.astype(rewards.dtype)
+    count = jnp.maximum(jnp.sum(m, axis=1, keepdims=True), 1.0)
+    mean = jnp.sum(rewards * m, axis=1, keepdims=True) / count
+    std = jnp.sqrt(jnp.sum(jnp.square(rewards - mean) * m, axis=1, keepdims=True) / count)
+    big = jnp.finfo(rewards.dtype).max
+    spread = (jnp.max(jnp.where(mask, rewards, -big), axis=1, keepdims=True)
+              > jnp.min(jnp.where(mask, rewards, big), axis=1, keepdims=True))
+    return jnp.where(spread & mask, (rewards - mean) / (std + epsilon), 0.0)
+
+
+def make_train(config: Config, method: str):
+    """``train(key) -> outputs`` of one seed for ``method`` (module docstring)."""
+    bank = PromptBank(num_prompts=config.num_prompts, num_answers=config.num_answers)
+    params = bank.sample_params(jax.random.key(config.bank_seed))
+    sampler = build_methods(config, params.p0)[method]
+    hard = params.p0 < config.hard_p0
+    budget = config.budget
+    num_steps = math.ceil(config.budget_steps * 1.25)
+    optimizer = optax.sgd(config.learning_rate)
+
+    def apply(policy, obs):
+        return policy["logits"][obs]
+
+    def train(key):
+        policy = {"logits": params.prior_logits}
+        opt_state = optimizer.init(policy)
+        state = sampler.init(None)
+
+        def step(carry, step_key):
+            policy, opt_state, state, used = carry
+            select_key, answer_key = jax.random.split(step_key)
+            selection = sampler.select(state, select_key)
+            ids, mask = selection.prompt_ids, selection.mask
+            logits = policy["logits"][ids]  # [M, K]
+            u = jax.random.uniform(answer_key, mask.shape)
+            cdf = jnp.cumsum(jax.nn.softmax(logits, axis=-1), axis=-1)
+            answers = jnp.sum(cdf[:, None, :-1] <= u[..., None], axis=-1)
+            rewards = bank.reward(params, jnp.broadcast_to(ids[:, None], mask.shape), answers)
+            if method == "dynamic":
+                keep, cost, _ = dynamic_filter(rewards, mask, config.prompts_per_step)
+                train_mask = mask & keep[:, None]
+            else:
+                cost = jnp.sum(mask)
+                train_mask = mask
+            active = used + cost <= budget
+            train_mask = train_mask & active
+            advantages = masked_group_advantages(rewards, train_mask)
+            batch = GroupBatch(
+                obs=jnp.broadcast_to(ids[:, None, None], (*mask.shape, 1)),
+                actions=answers[..., None], mask=train_mask[..., None].astype(jnp.float32),
+                rewards=rewards, old_log_probs=jnp.zeros((*mask.shape, 1)),
+                ref_log_probs=jnp.zeros((*mask.shape, 1)), advantages=advantages[..., None])
+            old = jax.nn.log_softmax(logits, axis=-1)
+            batch = batch.replace(old_log_probs=jnp.take_along_axis(
+                old, answers, axis=-1)[..., None])
+            grads, _, _ = transform(mask.shape[1]).update(policy, (), batch)
+            updates, new_opt = optimizer.update(grads, opt_state, policy)
+            policy = jax.tree_util.tree_map(lambda new, old: jnp.where(active, new, old),
+                                            optax.apply_updates(policy, updates), policy)
+            opt_state = jax.tree_util.tree_map(lambda new, old: jnp.where(active, new, old),
+                                               new_opt, opt_state)
+            new_state, info = sampler.update(state, selection, rewards)
+            state = jax.tree_util.tree_map(lambda new, old: jnp.where(active, new, old),
+                                           new_state, state)
+            rows = jnp.any(train_mask, axis=1)
+            signal = jnp.sum(jnp.any(advantages != 0, axis=1)) / jnp.maximum(jnp.sum(rows), 1)
+            log = {"active": active, "signal": jnp.where(active, signal, jnp.nan)}
+            for name in ("bin_weights", "bin_rollouts"):
+                if name in info:
+                    log[name] = jnp.where(active, info[name], jnp.nan)
+            return (policy, opt_state, state, used + jnp.where(active, cost, 0)), log
+
+        carry = (policy, opt_state, state, jnp.zeros((), jnp.int32))
+        (policy, _, _, used), logs = jax.lax.scan(step, carry,
+                                                  jax.random.split(key, num_steps))
+        p = bank.success_probability(params, policy["logits"])
+        passk = 1.0 - (1.0 - p) ** config.pass_k
+        return {
+            "pass8": jnp.mean(passk),
+            "hard_pass8": jnp.sum(jnp.where(hard, passk, 0.0)) / jnp.maximum(jnp.sum(hard), 1),
+            "rollouts": used,
+            "updates": jnp.sum(logs["active"]),
+            **logs,
+        }
+
+    def transform(n):
+        return grpo(apply, group_size=n, kl_beta=0.0, aggregation="token-mean")
+
+    return train, params
+
+
+def _mean(x):
+    return jnp.mean(x)
+
+
+def _rel_gain(a, b):
+    return jnp.mean(a) / jnp.mean(b) - 1.0
+
+
+def run(config: Config, out_dir: Path) -> dict[str, Any]:
+    """Run the study; writes results.parquet, summary.json, report.md and figures."""
+    outputs, seconds = {}, {}
+    params = None
+    for method in METHODS:
+        train, params = make_train(config, method)
+        result = Sweep(train, base_seed=config.base_seed,
+                       block_size=config.block_size).run(config.seeds, desc=f"{NAME}:{method}")
+        outputs[method] = result.outputs
+        seconds[method] = result.compile_seconds + result.run_seconds
+    keys = iter(jax.random.split(jax.random.key(config.base_seed + 5), 64))
+    scores = {m: np.asarray(outputs[m]["pass8"], np.float64)[:, None] for m in METHODS}
+    hard_scores = {m: np.asarray(outputs[m]["hard_pass8"], np.float64)[:, None]
+                   for m in METHODS}
+    iqm = stats.interval_estimates(scores, "iqm", key=next(keys), reps=config.bootstrap_reps)
+    hard_iqm = stats.interval_estimates(hard_scores, "iqm", key=next(keys),
+                                        reps=config.bootstrap_reps)
+    rel, rel_hard = {}, {}
+    for m in METHODS[1:]:
+        rel[m] = stats.bootstrap_ci(_rel_gain, scores[m][:, 0], scores["uniform"][:, 0],
+                                    key=next(keys), reps=config.bootstrap_reps, paired=True)
+        rel_hard[m] = stats.bootstrap_ci(_rel_gain, hard_scores[m][:, 0],
+                                         hard_scores["uniform"][:, 0], key=next(keys),
+                                         reps=config.bootstrap_reps, paired=True)
+    p0 = np.asarray(params.p0)
+    summary: dict[str, Any] = {
+        "experiment": NAME,
+        "seeds": config.seeds,
+        "budget_rollouts_per_seed": config.budget,
+        "bank": {"prompts": config.num_prompts, "answers": config.num_answers,
+                 "mean_p0": float(p0.mean()), "hard_prompts": int((p0 < config.hard_p0).sum()),
+                 "hard_p0": config.hard_p0},
+        "pass8": {m: float(iqm[m].point) for m in METHODS},
+        "pass8_ci": {m: [float(iqm[m].low), float(iqm[m].high)] for m in METHODS},
+        "hard_pass8": {m: float(hard_iqm[m].point) for m in METHODS},
+        "hard_pass8_ci": {m: [float(hard_iqm[m].low), float(hard_iqm[m].high)]
+                          for m in METHODS},
+        "rel_gain": {m: float(rel[m].point) for m in rel},
+        "rel_gain_ci": {m: [float(rel[m].low), float(rel[m].high)] for m in rel},
+        "hard_rel_gain": {m: float(rel_hard[m].point) for m in rel_hard},
+        "hard_rel_gain_ci": {m: [float(rel_hard[m].low), float(rel_hard[m].high)]
+                             for m in rel_hard},
+        "rollouts_total": {m: float(np.mean(outputs[m]["rollouts"])) for m in METHODS},
+        "updates": {m: float(np.mean(outputs[m]["updates"])) for m in METHODS},
+        "signal_fraction": {m: float(np.nanmean(outputs[m]["signal"])) for m in METHODS},
+        "seconds": seconds,
+    }
+    io.write_parquet(out_dir / "results.parquet", pd.DataFrame([
+        {"method": m, "seed": s, "pass8": float(outputs[m]["pass8"][s]),
+         "hard_pass8": float(outputs[m]["hard_pass8"][s]),
+         "rollouts": int(outputs[m]["rollouts"][s]), "updates": int(outputs[m]["updates"][s])}
+        for m in METHODS for s in range(config.seeds)]))
+    io.write_json(out_dir / "summary.json", summary)
+    _plots(outputs, config, out_dir)
+    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    return summary
+
+
+def _plots(outputs: dict[str, Any], config: Config, out_dir: Path) -> None:
+    with warnings.catch_warnings():  # steps after every seed's budget ran out are NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _draw(outputs, config, out_dir)
+
+
+def _draw(outputs: dict[str, Any], config: Config, out_dir: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure as MplFigure
+
+    fig = MplFigure(figsize=(12, 3.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_signal, ax_weights, ax_rollouts = fig.subplots(1, 3)
+    for m in METHODS:
+        ax_signal.plot(np.nanmean(outputs[m]["signal"], axis=0), label=m)
+    ax_signal.set(xlabel="step", ylabel="share of rows with signal", title="signal fraction")
+    ax_signal.legend(fontsize=8)
+    edges = (0.0, *config.edges(), 1.0)
+    names = [f"[{edges[b]:g}, {edges[b + 1]:g})" for b in range(len(edges) - 1)]
+    weights = np.nanmean(outputs["prompt_gdro"]["bin_weights"], axis=0)
+    for b, name in enumerate(names):
+        ax_weights.plot(weights[:, b], label=f"bin {name}")
+    ax_weights.set(xlabel="step", ylabel="sampling probability",
+                   title="Prompt-GDRO bin weights (0 = hardest)")
+    ax_weights.legend(fontsize=8)
+    alloc = np.nanmean(outputs["rollout_gdro"]["bin_rollouts"], axis=0)
+    for b, name in enumerate(names):
+        ax_rollouts.plot(alloc[:, b], label=f"bin {name}")
+    ax_rollouts.set(xlabel="step", ylabel="rollouts per prompt",
+                    title="Rollout-GDRO allocation")
+    ax_rollouts.legend(fontsize=8)
+    io.write_figure(out_dir / "curriculum.png", fig)
+
+
+def report_markdown(summary: dict[str, Any], config: Config) -> str:
+    figures = []
+    for m in METHODS:
+        figures.append(Figure(f"{m}: pass@{config.pass_k} (IQM)", summary["pass8"][m],
+                              *summary["pass8_ci"][m],
+                              f"{summary['rollouts_total'][m]:,.0f} rollouts, "
+                              f"{summary['updates'][m]:.0f} updates"))
+    for m in METHODS:
+        figures.append(Figure(f"{m}: hard-prompt pass@{config.pass_k} (IQM)",
+                              summary["hard_pass8"][m], *summary["hard_pass8_ci"][m],
+                              f"p0 < {config.hard_p0}"))
+    for m in METHODS[1:]:
+        figures.append(Figure(f"{m}: relative gain over uniform", summary["rel_gain"][m],
+                              *summary["rel_gain_ci"][m], "ratio of means - 1, paired"))
+        figures.append(Figure(f"{m}: relative gain on hard prompts",
+                              summary["hard_rel_gain"][m], *summary["hard_rel_gain_ci"][m],
+                              "ratio of means - 1, paired"))
+    bank = summary["bank"]
+    return "\n".join([
+        f"# {NAME}", "", DESCRIPTION + ".", "",
+        f"{config.seeds} seeds; one bank of {bank['prompts']} prompts x {bank['answers']} "
+        f"answers (mean initial success {format_number(bank['mean_p0'])}, "
+        f"{bank['hard_prompts']} prompts with p0 < {config.hard_p0}); budget "
+        f"{summary['budget_rollouts_per_seed']:,} rollouts per seed for every method "
+        f"({config.budget_steps} steps x {config.prompts_per_step} prompts x "
+        f"{config.group_size} rollouts for uniform).", "",
+        figures_table(figures), "",
+        "Signal fraction (mean over training): " + ", ".join(
+            f"{m} {format_number(v)}" for m, v in summary["signal_fraction"].items()) + ".", "",
+        "## Procedure", "",
+        "pass@k is exact for the tabular policy, 1 - (1 - p_i)^k averaged over prompts. "
+        "IQM intervals: stratified percentile bootstrap over seeds; relative gains: paired "
+        f"bootstrap of the ratio of means ({config.bootstrap_reps} resamples). Dynamic "
+        "sampling's dropped groups count against its budget. See curriculum.png for the "
+        "signal fraction, the Prompt-GDRO bin weights and the Rollout-GDRO allocation.", "",
+    ])
