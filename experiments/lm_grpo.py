@@ -69,6 +69,7 @@ class Config:
     run_format_only: bool = True
     run_ppo: bool = True
     measure_memory: bool = True
+    curriculum: str = "none"
     bootstrap_reps: int = 2000
 
     def level_tuple(self) -> tuple[int, ...]:
@@ -84,11 +85,12 @@ class Config:
             steps_per_chunk=self.steps_per_chunk, prompts_per_step=self.prompts_per_step,
             group_size=self.group_size, learning_rate=self.learning_rate,
             kl_beta=self.kl_beta, mu=self.mu, width=self.width, num_layers=self.num_layers,
-            num_heads=self.num_heads, eval_prompts=self.eval_prompts)
+            num_heads=self.num_heads, eval_prompts=self.eval_prompts,
+            curriculum=self.curriculum)
         if run == "format_only":
             return dataclasses.replace(base, reward_accuracy=0.0, reward_format=1.0)
         if run == "ppo":
-            return dataclasses.replace(base, algorithm="ppo")
+            return dataclasses.replace(base, algorithm="ppo", curriculum="none")
         return base
 
     def validate(self) -> None:

@@ -122,3 +122,21 @@ def test_step_memory_counts_the_critic():
     assert ppo["optimizer_bytes"] > grpo["optimizer_bytes"]
     assert grpo["temp_bytes"] > 0
     assert grpo["total_bytes"] < ppo["total_bytes"]
+
+
+def test_prompt_gdro_curriculum_over_levels():
+    """A curriculum sampler picks the levels (difficulty = level) and learns from the
+    groups; the level mix it drew is reported."""
+    config = dataclasses.replace(TINY, levels=(0, 1), curriculum="prompt_gdro",
+                                 prompts_per_step=4, group_size=2)
+    trainer = make_lm_trainer(config)
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    new, metrics = jax.jit(trainer.rl_step)(state)
+    assert 0.0 <= float(metrics["mean_level"]) <= 1.0
+    attempts = np.asarray(new.curriculum.difficulty.attempts).sum()
+    assert attempts == config.prompts_per_step * config.group_size
+    assert np.asarray(state.curriculum.difficulty.attempts).sum() == 0
+    with pytest.raises(ValueError, match="curriculum"):
+        make_lm_trainer(dataclasses.replace(config, algorithm="ppo"))
+    with pytest.raises(ValueError, match="curriculum"):
+        make_lm_trainer(dataclasses.replace(config, curriculum="hard-first"))

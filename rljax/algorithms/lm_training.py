@@ -39,6 +39,12 @@ from rljax.advantages import generalized_advantage_estimation
 from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
+from rljax.curriculum import (
+    DifficultyClassifier,
+    Sampler,
+    prompt_gdro_sampler,
+    uniform_sampler,
+)
 from rljax.envs.arithmetic import ArithmeticTask, Problems
 from rljax.losses import AGGREGATIONS, KL_ESTIMATORS
 from rljax.policies.lm import LMConfig, TinyLM
@@ -47,6 +53,7 @@ from rljax.types import Array, PRNGKey
 
 ALGORITHMS = ("grpo", "ppo")
 ADVANTAGES = ("group_relative", "group_mean", "leave_one_out")
+CURRICULA = ("none", "uniform", "prompt_gdro")
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,9 @@ class LMTrainConfig:
       reward_accuracy, reward_format, reward_process: weights of the reward programs.
       value_coef, entropy_coef, lam: PPO's value weight, entropy bonus and GAE lambda.
       eval_prompts, eval_seed: the held-out set (same for every seed).
+      curriculum: ``"none"`` (levels drawn uniformly by the task), or a
+        :mod:`rljax.curriculum` sampler over the levels as "prompts" (difficulty = level):
+        ``"uniform"`` or ``"prompt_gdro"`` (GRPO only).
     """
 
     algorithm: str = "grpo"
@@ -108,6 +118,7 @@ class LMTrainConfig:
     lam: float = 0.95
     eval_prompts: int = 256
     eval_seed: int = 12345
+    curriculum: str = "none"
 
     @property
     def num_chunks(self) -> int:
@@ -164,6 +175,10 @@ class LMTrainConfig:
         for name in ("reward_accuracy", "reward_format", "reward_process"):
             if not isinstance(getattr(self, name), int | float):
                 raise ValueError(f"{name}: must be a number, got {getattr(self, name)!r}")
+        if self.curriculum not in CURRICULA:
+            raise ValueError(f"curriculum: must be one of {CURRICULA}, got {self.curriculum!r}")
+        if self.curriculum != "none" and self.algorithm != "grpo":
+            raise ValueError("curriculum: a curriculum sampler needs algorithm='grpo'")
         self.task().validate()
         self.lm_config().validate()
 
@@ -191,6 +206,7 @@ class LMTrainState:
       step: RL steps taken, int32 scalar.
       eval_accuracy, eval_format: the latest held-out evaluation.
       start_accuracy, start_format: the evaluation right after the warm-up.
+      curriculum: the curriculum sampler's state (``()`` without one).
     """
 
     params: Any
@@ -202,6 +218,7 @@ class LMTrainState:
     eval_format: Array
     start_accuracy: Array
     start_format: Array
+    curriculum: Any = ()
 
 
 @dataclass(frozen=True)
@@ -218,6 +235,7 @@ class LMTrainer:
     policy: TinyLM
     value: TinyLM | None
     task: ArithmeticTask
+    sampler: Sampler | None = None
 
     # -- building blocks -------------------------------------------------------------
     def rl_optimizer(self) -> optax.GradientTransformation:
@@ -292,15 +310,17 @@ class LMTrainer:
         return LMTrainState(params=params, reference=policy_params,
                             opt_state=self.rl_optimizer().init(params), key=run_key,
                             step=jnp.zeros((), jnp.int32), eval_accuracy=accuracy,
-                            eval_format=fmt, start_accuracy=accuracy, start_format=fmt)
+                            eval_format=fmt, start_accuracy=accuracy, start_format=fmt,
+                            curriculum=() if self.sampler is None else self.sampler.init(None))
 
     def rl_step(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
         """One GRPO or PPO step (module docstring); returns the new state and metrics."""
         key, problem_key, sample_key, update_key = jax.random.split(state.key, 4)
         step = self.grpo_update if self.config.algorithm == "grpo" else self.ppo_update
-        params, opt_state, metrics = step(state, problem_key, sample_key, update_key)
+        params, opt_state, curriculum, metrics = step(state, problem_key, sample_key,
+                                                      update_key)
         state = state.replace(params=params, opt_state=opt_state, key=key,
-                              step=state.step + 1)
+                              step=state.step + 1, curriculum=curriculum)
         return state, metrics
 
     def advance(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
@@ -335,7 +355,13 @@ class LMTrainer:
     def grpo_update(self, state, problem_key, sample_key, update_key):
         cfg = self.config
         p, g = cfg.prompts_per_step, cfg.group_size
-        problems = self.sample_problems(problem_key, p)
+        if self.sampler is None:
+            problems = self.sample_problems(problem_key, p)
+        else:
+            select_key, problem_key = jax.random.split(problem_key)
+            selection = self.sampler.select(state.curriculum, select_key)
+            levels = jnp.asarray(cfg.levels, jnp.int32)[selection.prompt_ids]
+            problems = self.task.sample(problem_key, p, level=levels)
         repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, g, axis=0), problems)
         completion = self.sample_completions(state.params, repeated, sample_key)
         reward, parts = self.score(repeated, completion)
@@ -368,8 +394,12 @@ class LMTrainer:
             "clip_fraction": metrics["clip_fraction"],
             "loss": metrics["loss"],
             "nan_rewards": jnp.sum(nan).astype(jnp.int32),
+            "mean_level": jnp.mean(problems.level.astype(jnp.float32)),
         }
-        return params, opt_state, metrics
+        curriculum = state.curriculum
+        if self.sampler is not None:
+            curriculum, _ = self.sampler.update(curriculum, selection, rewards)
+        return params, opt_state, curriculum, metrics
 
     def ppo_actor_critic(self, params, obs):
         """``(logits [B, N, V], values [B, N])`` of the completion tokens in ``obs``."""
@@ -428,8 +458,9 @@ class LMTrainer:
             "clip_fraction": metrics["clip_fraction"],
             "loss": metrics["loss"],
             "nan_rewards": jnp.sum(nan).astype(jnp.int32),
+            "mean_level": jnp.mean(problems.level.astype(jnp.float32)),
         }
-        return params, opt_state, metrics
+        return params, opt_state, state.curriculum, metrics
 
 
 def _sample_metrics(parts: Any, mask: Array) -> dict[str, Array]:
@@ -444,7 +475,13 @@ def make_lm_trainer(config: LMTrainConfig) -> LMTrainer:
     config.validate()
     policy = TinyLM(config.lm_config())
     value = TinyLM(config.lm_config(value_head=True)) if config.algorithm == "ppo" else None
-    return LMTrainer(config=config, policy=policy, value=value, task=config.task())
+    sampler = None
+    if config.curriculum != "none":
+        classifier = DifficultyClassifier(len(config.levels))
+        build = uniform_sampler if config.curriculum == "uniform" else prompt_gdro_sampler
+        sampler = build(classifier, config.prompts_per_step, config.group_size)
+    return LMTrainer(config=config, policy=policy, value=value, task=config.task(),
+                     sampler=sampler)
 
 
 def tree_bytes(tree: Any) -> int:
