@@ -321,18 +321,17 @@ def _draw(outputs: dict[str, Any], config: Config, out_dir: Path) -> None:
     ax_signal.legend(fontsize=8)
     edges = (0.0, *config.edges(), 1.0)
     names = [f"[{edges[b]:g}, {edges[b + 1]:g})" for b in range(len(edges) - 1)]
-    weights = np.nanmean(outputs["prompt_gdro"]["bin_weights"], axis=0)
-    for b, name in enumerate(names):
-        ax_weights.plot(weights[:, b], label=f"bin {name}")
-    ax_weights.set(xlabel="step", ylabel="sampling probability",
-                   title="Prompt-GDRO bin weights (0 = hardest)")
-    ax_weights.legend(fontsize=8)
-    alloc = np.nanmean(outputs["rollout_gdro"]["bin_rollouts"], axis=0)
-    for b, name in enumerate(names):
-        ax_rollouts.plot(alloc[:, b], label=f"bin {name}")
-    ax_rollouts.set(xlabel="step", ylabel="rollouts per prompt",
-                    title="Rollout-GDRO allocation")
-    ax_rollouts.legend(fontsize=8)
+    for ax, method, key, ylabel, title in (
+        (ax_weights, "prompt_gdro", "bin_weights", "sampling probability",
+         "Prompt-GDRO bin weights (0 = hardest)"),
+        (ax_rollouts, "rollout_gdro", "bin_rollouts", "rollouts per prompt",
+         "Rollout-GDRO allocation"),
+    ):
+        per_bin = np.nanmean(outputs[method][key], axis=0)  # [steps, bins], mean over seeds
+        for b, name in enumerate(names):
+            ax.plot(per_bin[:, b], label=f"bin {name}")
+        ax.set(xlabel="step", ylabel=ylabel, title=title)
+        ax.legend(fontsize=8)
     io.write_figure(out_dir / "curriculum.png", fig)
 
 

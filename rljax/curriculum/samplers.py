@@ -263,15 +263,8 @@ def dynamic_sampler(classifier: DifficultyClassifier, prompts_per_step: int, gro
     _check_int("prompts_per_step", prompts_per_step, 1)
     _check_int("group_size", group_size, 1)
     _check_int("oversample", oversample, 1)
-    num_candidates = oversample * prompts_per_step
-
-    def init(difficulty_state=None):
-        return UniformState(difficulty=_init_difficulty(classifier, difficulty_state))
-
-    def select(state, key):
-        del state
-        ids = _uniform_ids(key, num_candidates, classifier.num_prompts)
-        return _full_selection(ids, group_size)
+    # the candidates are drawn exactly as a uniform sampler of oversample * M rows
+    candidates = uniform_sampler(classifier, oversample * prompts_per_step, group_size)
 
     def update(state, selection, rewards):
         _check_rewards(selection, rewards)
@@ -280,7 +273,7 @@ def dynamic_sampler(classifier: DifficultyClassifier, prompts_per_step: int, gro
         return UniformState(difficulty), {"rollouts_used": used, "filled": filled,
                                           "kept": keep}
 
-    return Sampler(init, select, update)
+    return Sampler(candidates.init, candidates.select, update)
 
 
 # --------------------------------------------------------------------------------------
