@@ -39,6 +39,7 @@ from rljax.advantages import generalized_advantage_estimation
 from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
+from rljax.config import require_float, require_int
 from rljax.curriculum import (
     DifficultyClassifier,
     Sampler,
@@ -145,9 +146,9 @@ class LMTrainConfig:
         for name in ("prompt_length", "max_new_tokens", "width", "num_layers", "num_heads",
                      "sft_batch", "rl_steps", "steps_per_chunk", "prompts_per_step", "mu",
                      "eval_prompts"):
-            _require_int(name, getattr(self, name), 1)
-        _require_int("sft_steps", self.sft_steps, 0)
-        _require_int("top_k", self.top_k, 0)
+            require_int(name, getattr(self, name), 1)
+        require_int("sft_steps", self.sft_steps, 0)
+        require_int("top_k", self.top_k, 0)
         if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or (
                 self.group_size < 2):
             raise ValueError(f"group_size: must be an integer >= 2, got {self.group_size!r}")
@@ -155,9 +156,10 @@ class LMTrainConfig:
             raise ValueError(f"rl_steps: must be a multiple of steps_per_chunk="
                              f"{self.steps_per_chunk}, got {self.rl_steps}")
         for name in ("sft_learning_rate", "learning_rate", "max_grad_norm", "clip_epsilon"):
-            _require_positive(name, getattr(self, name))
+            require_float(name, getattr(self, name), low=0.0, low_inclusive=False)
         if self.clip_epsilon_high is not None:
-            _require_positive("clip_epsilon_high", self.clip_epsilon_high)
+            require_float("clip_epsilon_high", self.clip_epsilon_high, low=0.0,
+                          low_inclusive=False)
         for name in ("kl_beta", "value_coef", "entropy_coef", "temperature"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
@@ -181,17 +183,6 @@ class LMTrainConfig:
             raise ValueError("curriculum: a curriculum sampler needs algorithm='grpo'")
         self.task().validate()
         self.lm_config().validate()
-
-
-def _require_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
-
-
-def _require_positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
 
 
 @struct.dataclass
