@@ -13,6 +13,7 @@ import optax
 from rljax.advantages import make_baseline
 from rljax.algorithms import EpisodeBatch, reinforce
 from rljax.envs import ChainMDP
+from rljax.nonfinite import NONFINITE_STEP, track_nonfinite
 from rljax.policies import tabular_softmax
 from rljax.rollout import episode_rollout
 
@@ -27,14 +28,16 @@ def make_chain_train(
     baseline_init: float = 0.5,
     baseline_rate: float = 0.05,
 ):
-    """Build ``train(key) -> {"success": bool [episodes], "final_logits": [N, 2]}`` for
-    reward mode ``mode``.
+    """Build ``train(key) -> {"success": bool [episodes], "final_logits": [N, 2],
+    NONFINITE_STEP: int32 []}`` for reward mode ``mode``.
 
     Each episode: roll out the tabular softmax policy for ``chain_length`` steps, update
     with REINFORCE (ORM: every step's return is the final outcome, ``discount=1``;
     PRM: each step's return is its own correctness, ``discount=0``), baseline fed with the
     episode's score (outcome reward, or fraction of correct steps), plain SGD.
-    ``success[e]`` is whether episode ``e`` had every step correct.
+    ``success[e]`` is whether episode ``e`` had every step correct;
+    ``outputs[rljax.nonfinite.NONFINITE_STEP]`` is the first episode after whose update
+    the parameters were non-finite (NaN/inf), ``-1`` if none.
     """
     env = ChainMDP(chain_length, mode)
     env_params = env.default_params
@@ -54,10 +57,10 @@ def make_chain_train(
         # keys are folded per episode and dropped by XLA when nothing reads them.
         key_init, key_policy, key_env, key_update = jax.random.split(key, 4)
         params = policy.init(key_init, None)
-        carry = (params, rl.init(params), opt.init(params))
+        carry = (params, rl.init(params), opt.init(params), jnp.int32(-1))
 
         def one_episode(carry, episode):
-            params, rl_state, opt_state = carry
+            params, rl_state, opt_state, nonfinite_step = carry
             traj = episode_rollout(
                 key_policy, env, env_params, policy.apply, params, chain_length, unroll=True,
                 row=episode, env_key=jax.random.fold_in(key_env, episode),
@@ -74,10 +77,13 @@ def make_chain_train(
             )
             updates, opt_state = opt.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
+            nonfinite_step = track_nonfinite(nonfinite_step, episode, params)
             success = traj.info["outcome_reward"][-1] > 0
-            return (params, rl_state, opt_state), success
+            return (params, rl_state, opt_state, nonfinite_step), success
 
-        (params, _, _), success = jax.lax.scan(one_episode, carry, jnp.arange(episodes))
-        return {"success": success, "final_logits": params["logits"]}
+        (params, _, _, nonfinite_step), success = jax.lax.scan(
+            one_episode, carry, jnp.arange(episodes))
+        return {"success": success, "final_logits": params["logits"],
+                NONFINITE_STEP: nonfinite_step}
 
     return train

@@ -65,7 +65,7 @@ class Config:
     def validate(self) -> None:
         require_int("seeds", self.seeds, 1)
         require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         require_int("samples", self.samples, 2)
         require_float("baseline", self.baseline)
         require_int("group_size", self.group_size, 2)

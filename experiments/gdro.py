@@ -51,6 +51,7 @@ from rljax.curriculum import (
     uniform_sampler,
 )
 from rljax.envs import PromptBank
+from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.report import Figure, figures_table, format_number
 from rljax.sweep import Sweep
 
@@ -103,16 +104,27 @@ class Config:
         for name in ("block_size", "num_prompts", "prompts_per_step", "budget_steps",
                      "oversample", "window", "pass_k", "bootstrap_reps"):
             require_int(name, getattr(self, name), 1)
-        require_int("base_seed", self.base_seed, 0)
-        require_int("bank_seed", self.bank_seed, 0)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
+        require_int("bank_seed", self.bank_seed, 0, 2**31 - 1)
         require_int("num_answers", self.num_answers, 2)
         require_int("group_size", self.group_size, 2)
         require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
         require_float("hard_p0", self.hard_p0, low=0.0, high=1.0, low_inclusive=False)
+        require_float("gdro_step_size", self.gdro_step_size, low=0.0, low_inclusive=False)
+        require_float("price_step_size", self.price_step_size, low=0.0, low_inclusive=False)
+        if self.n_min <= self.n_max and not self.n_min <= self.group_size <= self.n_max:
+            raise ConfigError(f"group_size: must be in [n_min, n_max] = [{self.n_min}, "
+                              f"{self.n_max}] (Rollout-GDRO's mean rollouts per prompt), "
+                              f"got {self.group_size}")
         try:
-            build_methods(self, jnp.zeros(self.num_prompts))
+            build_methods(self, None)  # p0 is unused; no array of num_prompts here
         except ValueError as err:
-            raise ConfigError(str(err)) from None
+            message = str(err)
+            if message.startswith("hysteresis:"):  # the classifier's fixed band at each edge
+                h = DifficultyClassifier.hysteresis
+                message = (f"bin_edges: must be > {h:g} from 0 and 1 and > {2 * h:g} apart "
+                           f"(the difficulty classifier's hysteresis), got {self.bin_edges!r}")
+            raise ConfigError(message) from None
 
 
 def build_methods(config: Config, p0: Any) -> dict[str, Any]:
@@ -211,7 +223,9 @@ def make_train(config: Config, method: str):
                                            new_state, state)
             rows = jnp.any(train_mask, axis=1)
             signal = jnp.sum(jnp.any(advantages != 0, axis=1)) / jnp.maximum(jnp.sum(rows), 1)
-            log = {"active": active, "signal": jnp.where(active, signal, jnp.nan)}
+            # NaN marks steps past the budget in these logs; divergence is tracked apart
+            log = {"active": active, "signal": jnp.where(active, signal, jnp.nan),
+                   "finite": all_finite(policy)}
             for name in ("bin_weights", "bin_rollouts"):
                 if name in info:
                     log[name] = jnp.where(active, info[name], jnp.nan)
@@ -227,6 +241,7 @@ def make_train(config: Config, method: str):
             "hard_pass8": jnp.sum(jnp.where(hard, passk, 0.0)) / jnp.maximum(jnp.sum(hard), 1),
             "rollouts": used,
             "updates": jnp.sum(logs["active"]),
+            NONFINITE_STEP: first_nonfinite_step(logs.pop("finite")),
             **logs,
         }
 

@@ -56,7 +56,7 @@ class Config:
     def validate(self) -> None:
         require_int("seeds", self.seeds, 1)
         require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         require_int("group_size", self.group_size, 2)
         values = self.probability_list()
         if not values or any(not 0.0 <= p <= 1.0 for p in values):

@@ -96,7 +96,7 @@ class Config:
     def validate(self) -> None:
         require_int("seeds", self.seeds, 2)
         require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         require_int("bootstrap_reps", self.bootstrap_reps, 1)
         require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
         levels = self.level_tuple()
@@ -105,7 +105,12 @@ class Config:
         try:
             self.train_config().validate()
         except ValueError as err:
-            raise ConfigError(str(err)) from None
+            message = str(err)
+            if message.split(":", 1)[0] not in {f.name for f in dataclasses.fields(self)}:
+                # a fixed LMTrainConfig field (prompt_length, max_new_tokens) the levels outgrow
+                message = (f"levels: must fit this study's fixed LM settings ({message}), "
+                           f"got {self.levels!r}")
+            raise ConfigError(message) from None
 
     def runs(self) -> tuple[str, ...]:
         return tuple(r for r in RUNS if r == "grpo" or (r == "format_only" and self.run_format_only)

@@ -68,7 +68,7 @@ class Config:
         """Raise :class:`ConfigError` naming the first invalid field."""
         require_int("seeds", self.seeds, 1)
         require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         modes = self.mode_list()
         if not modes or len(set(modes)) != len(modes):
             raise ConfigError(f"modes: must be distinct reward modes from {REWARD_MODES}, "

@@ -8,19 +8,24 @@ learning rate 2.5e-4 annealed linearly to 0, entropy 0.01, value 0.5, global gra
 clip 0.5, Adam (eps 1e-5); separate tanh MLP 64x64 actor and critic with orthogonal init;
 5e5 environment steps per seed.
 
-Logged per seed and update (no per-step info leaves the program): the sum and count of
-returns of episodes that finished during the update, and the update's mean losses.
+The run is cut into chunks of ``chunk_updates`` updates (``rljax.algorithms.make_ppo_chunks``
+under ``rljax.sweep.ChunkedSweep``: progress, checkpoints and resume between chunks).
+Logged per seed and row of ``log_every`` updates (no per-step info leaves the program):
+the sum and count of returns of episodes that finished during the row's updates, and the
+mean of the updates' mean losses; so the logs hold ``num_updates / log_every`` rows per
+seed however long the run. Each seed also reports the first update after which its
+parameters or loss went non-finite (``summary["nonfinite_seeds"]``).
 
 Figures:
 
-* **Return curve**: at ``curve_points`` checkpoints the per-seed mean return of episodes
-  that finished since the previous checkpoint, aggregated across seeds by the IQM with a
-  pointwise 95 % stratified-bootstrap band (runs resampled jointly across checkpoints,
-  ``rljax.stats.sample_efficiency_curves``).
+* **Return curve**: at ``curve_points`` checkpoints (equal runs of logged rows) the
+  per-seed mean return of episodes that finished since the previous checkpoint,
+  aggregated across seeds by the IQM with a pointwise 95 % stratified-bootstrap band
+  (runs resampled jointly across checkpoints, ``rljax.stats.sample_efficiency_curves``).
 * **Final return**: per seed, the mean return of episodes finished in the last
   ``final_updates`` updates; IQM with a 95 % bootstrap CI over seeds.
 * **Throughput**: environment steps per second, training included, from the sweep's run
-  time (compile time separately).
+  time (compile time, with the first chunk, separately).
 * **Memory**: bytes of parameters + optimizer state for PPO's actor + critic, and for
   GRPO's actor alone (the same actor MLP and the same optimizer, no critic).
 """
@@ -39,12 +44,13 @@ import numpy as np
 import pandas as pd
 
 from rljax import io, stats
-from rljax.algorithms.ppo import PPOTrainConfig, make_ppo_train, ppo_optimizer
+from rljax.algorithms.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer
 from rljax.config import ConfigError, require_float, require_int
 from rljax.envs import CartPole
+from rljax.nonfinite import NONFINITE_STEP
 from rljax.policies import mlp_actor_critic
 from rljax.report import Figure, figures_table, format_number
-from rljax.sweep import Sweep
+from rljax.sweep import ChunkedSweep
 
 NAME = "ppo-cartpole"
 DESCRIPTION = "PPO on CartPole-v1: IQM return curve, final return, env steps/s, critic memory"
@@ -74,6 +80,8 @@ class Config:
     value_coef: float = 0.5
     max_grad_norm: float = 0.5
     hidden_size: int = 64
+    chunk_updates: int = 61  # updates per chunk: 976 = 16 x 61 updates by default
+    log_every: int = 1  # updates per logged row
     curve_points: int = 50
     final_updates: int = 20
     bootstrap_reps: int = 2000
@@ -94,14 +102,22 @@ class Config:
     def num_updates(self) -> int:
         return self.total_steps // (self.num_envs * self.num_steps)
 
+    @property
+    def num_rows(self) -> int:
+        """Logged rows per seed, ``num_updates // log_every``."""
+        return self.num_updates // self.log_every
+
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first invalid field."""
         require_int("seeds", self.seeds, 1)
         require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "hidden_size"):
             require_int(name, getattr(self, name), 1)
-        require_int("total_steps", self.total_steps, self.num_envs * self.num_steps)
+        require_int("total_steps", self.total_steps, 1)
+        if self.total_steps < self.num_envs * self.num_steps:
+            raise ConfigError(f"total_steps: must be >= num_envs * num_steps = "
+                              f"{self.num_envs * self.num_steps}, got {self.total_steps}")
         if (self.num_envs * self.num_steps) % self.num_minibatches:
             raise ConfigError(f"num_minibatches: must divide num_envs * num_steps = "
                               f"{self.num_envs * self.num_steps}, got {self.num_minibatches}")
@@ -113,14 +129,28 @@ class Config:
         require_float("entropy_coef", self.entropy_coef, low=0.0)
         require_float("value_coef", self.value_coef, low=0.0)
         require_float("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
+        require_int("chunk_updates", self.chunk_updates, 1)
+        if self.num_updates % self.chunk_updates:
+            raise ConfigError(f"chunk_updates: must divide the number of updates "
+                              f"total_steps // (num_envs * num_steps) = {self.num_updates}, "
+                              f"got {self.chunk_updates}")
+        require_int("log_every", self.log_every, 1)
+        if self.chunk_updates % self.log_every:
+            raise ConfigError(f"log_every: must divide chunk_updates = {self.chunk_updates}, "
+                              f"got {self.log_every}")
         require_int("curve_points", self.curve_points, 1)
-        if self.curve_points > self.num_updates:
-            raise ConfigError(f"curve_points: must be <= the number of updates "
-                              f"{self.num_updates}, got {self.curve_points}")
+        if self.curve_points > self.num_rows:
+            raise ConfigError(f"curve_points: must be <= the number of logged rows "
+                              f"num_updates // log_every = {self.num_rows}, "
+                              f"got {self.curve_points}")
         require_int("final_updates", self.final_updates, 1)
         if self.final_updates > self.num_updates:
             raise ConfigError(f"final_updates: must be <= the number of updates "
-                              f"{self.num_updates}, got {self.final_updates}")
+                              f"total_steps // (num_envs * num_steps) = {self.num_updates}, "
+                              f"got {self.final_updates}")
+        if self.final_updates % self.log_every:
+            raise ConfigError(f"final_updates: must be a multiple of log_every = "
+                              f"{self.log_every}, got {self.final_updates}")
         require_int("bootstrap_reps", self.bootstrap_reps, 1)
         require_float("confidence", self.confidence, low=0.0, high=1.0, low_inclusive=False,
                       high_inclusive=False)
@@ -155,19 +185,20 @@ def state_bytes(config: Config) -> dict[str, int]:
 
 def binned_returns(return_sum: np.ndarray, episodes: np.ndarray, bins: int) -> np.ndarray:
     """Per-seed mean return of the episodes finished in each of ``bins`` equal runs of
-    updates (the last bin takes the remainder); a bin with no finished episode carries the
-    previous bin's value forward (NaN before the first episode).
+    logged rows (the last bin takes the remainder); a bin with no finished episode carries
+    the previous bin's value forward (NaN before the first episode).
 
     Args:
-      return_sum: ``[S, U]`` summed returns of the episodes finished in each update.
-      episodes: ``[S, U]`` how many finished.
-      bins: K.
+      return_sum: ``[S, R]`` summed returns of the episodes finished in each row (a row
+        is ``log_every`` updates).
+      episodes: ``[S, R]`` how many finished.
+      bins: K <= R.
 
     Returns:
       ``[S, K]`` float64.
     """
-    num_updates = return_sum.shape[1]
-    edges = np.linspace(0, num_updates, bins + 1).round().astype(int)
+    num_rows = return_sum.shape[1]
+    edges = np.linspace(0, num_rows, bins + 1).round().astype(int)
     sums = np.add.reduceat(return_sum.astype(np.float64), edges[:-1], axis=1)
     counts = np.add.reduceat(episodes.astype(np.float64), edges[:-1], axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -176,8 +207,9 @@ def binned_returns(return_sum: np.ndarray, episodes: np.ndarray, bins: int) -> n
 
 
 def final_returns(return_sum: np.ndarray, episodes: np.ndarray, last: int) -> np.ndarray:
-    """Per-seed mean return of the episodes finished in the last ``last`` updates ``[S]``
-    (NaN for a seed that finished none)."""
+    """Per-seed mean return of the episodes finished in the last ``last`` logged rows
+    (``return_sum``, ``episodes``: ``[S, R]``) -> ``[S]`` (NaN for a seed that finished
+    none)."""
     sums = return_sum[:, -last:].astype(np.float64).sum(axis=1)
     counts = episodes[:, -last:].astype(np.float64).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -190,23 +222,35 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     config.validate()
     train_config = config.train_config()
     network = mlp_actor_critic(2, (config.hidden_size, config.hidden_size))
-    train = make_ppo_train(CartPole(), network, train_config)
-    sweep = Sweep(train, base_seed=config.base_seed, block_size=config.block_size)
+    chunks = make_ppo_chunks(CartPole(), network, train_config,
+                             updates_per_chunk=config.chunk_updates, log_every=config.log_every)
+    sweep = ChunkedSweep(chunks.init, chunks.advance, chunks.finish,
+                         num_chunks=chunks.num_chunks, base_seed=config.base_seed,
+                         block_size=config.block_size)
     result = sweep.run(config.seeds, desc=NAME)
-    logs = {k: np.asarray(v) for k, v in result.outputs.items()}
+    # [S, chunks, rows per chunk] -> [S, R] rows of log_every updates, in order
+    logs = {k: np.asarray(v).reshape(config.seeds, config.num_rows)
+            for k, v in result.outputs["logs"].items()}
+    first_nonfinite = np.asarray(result.outputs["final"][NONFINITE_STEP])
     num_updates = train_config.num_updates
     steps_per_seed = num_updates * train_config.batch_size
+    steps_per_row = config.log_every * train_config.batch_size
+    # run_seconds excludes the first round's first chunk (timed with the compilation)
+    timed_chunks = (config.seeds * chunks.num_chunks
+                    - min(config.seeds, result.block_size * result.num_devices))
+    timed_steps = timed_chunks * config.chunk_updates * train_config.batch_size
 
     key = jax.random.key(config.base_seed + 1)
     curve_key, final_key = jax.random.split(key)
     curve = binned_returns(logs["return_sum"], logs["episodes"], config.curve_points)
-    edges = np.linspace(0, num_updates, config.curve_points + 1).round().astype(int)
-    curve_steps = edges[1:] * train_config.batch_size
+    edges = np.linspace(0, config.num_rows, config.curve_points + 1).round().astype(int)
+    curve_steps = edges[1:] * steps_per_row
     valid = ~np.isnan(curve).any(axis=1)
     band = stats.sample_efficiency_curves(
         {"ppo": curve[valid][:, None, :]}, "iqm", key=curve_key, reps=config.bootstrap_reps,
         confidence=config.confidence)["ppo"]
-    final = final_returns(logs["return_sum"], logs["episodes"], config.final_updates)
+    final = final_returns(logs["return_sum"], logs["episodes"],
+                          config.final_updates // config.log_every)
     final_ok = final[~np.isnan(final)]
     final_ci = stats.interval_estimates(
         {"ppo": final_ok[:, None]}, "iqm", key=final_key, reps=config.bootstrap_reps,
@@ -218,6 +262,10 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "block_size": config.block_size,
         "num_devices": result.num_devices,
         "updates": num_updates,
+        "chunks": chunks.num_chunks,
+        "chunk_updates": config.chunk_updates,
+        "log_every": config.log_every,
+        "logged_rows": config.num_rows,
         "env_steps_per_seed": steps_per_seed,
         "final_return_iqm": float(final_ci.point),
         "final_return_ci": [float(final_ci.low), float(final_ci.high)],
@@ -225,37 +273,44 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "final_return_median": float(np.median(final_ok)) if final_ok.size else None,
         "fraction_seeds_final_500": float(np.mean(final_ok >= 499.5)) if final_ok.size else None,
         "seeds_without_final_episode": int(np.sum(np.isnan(final))),
-        "env_steps_per_second": config.seeds * steps_per_seed / max(result.run_seconds, 1e-9),
+        "env_steps_per_second": (timed_steps / max(result.run_seconds, 1e-9)
+                                 if timed_steps > 0 else None),
         "compile_seconds": result.compile_seconds,
         "run_seconds": result.run_seconds,
         "curve_env_steps": curve_steps.tolist(),
         "curve_iqm": np.asarray(band.point).tolist(),
         "curve_ci_low": np.asarray(band.low).tolist(),
         "curve_ci_high": np.asarray(band.high).tolist(),
+        "nonfinite_seeds": int(np.sum(first_nonfinite >= 0)),
+        "first_nonfinite_update": {str(s): int(u) for s, u in enumerate(first_nonfinite)
+                                   if u >= 0},
         **state_bytes(config),
     }
     summary["state_bytes_ratio"] = summary["ppo_state_bytes"] / summary["grpo_state_bytes"]
 
-    io.write_parquet(out_dir / "results.parquet", results_table(logs, train_config.batch_size))
+    io.write_parquet(out_dir / "results.parquet",
+                     results_table(logs, train_config.batch_size, config.log_every))
     io.write_json(out_dir / "summary.json", summary)
     _write_plots(summary, final_ok, config, out_dir)
     io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
     return summary
 
 
-def results_table(logs: dict[str, np.ndarray], steps_per_update: int) -> pd.DataFrame:
-    """Tidy table, one row per seed x update: ``seed, update, env_steps, episodes,
-    episode_return`` (mean of the episodes finished in the update; NaN if none),
-    ``return_sum`` and the update's mean losses."""
-    num_seeds, num_updates = logs["return_sum"].shape
+def results_table(logs: dict[str, np.ndarray], steps_per_update: int,
+                  log_every: int = 1) -> pd.DataFrame:
+    """Tidy table, one row per seed x logged row (``logs`` leaves ``[S, R]``, a row is
+    ``log_every`` updates): ``seed, update`` (updates done at the row's end),
+    ``env_steps``, ``episodes``, ``episode_return`` (mean of the episodes finished in the
+    row; NaN if none), ``return_sum`` and the row's mean losses."""
+    num_seeds, num_rows = logs["return_sum"].shape
     episodes = logs["episodes"].astype(np.int32)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_return = np.where(episodes > 0, logs["return_sum"] / episodes, np.nan)
+    updates = np.arange(1, num_rows + 1, dtype=np.int64) * log_every
     table = {
-        "seed": np.repeat(np.arange(num_seeds, dtype=np.int32), num_updates),
-        "update": np.tile(np.arange(1, num_updates + 1, dtype=np.int32), num_seeds),
-        "env_steps": np.tile(np.arange(1, num_updates + 1, dtype=np.int64) * steps_per_update,
-                             num_seeds),
+        "seed": np.repeat(np.arange(num_seeds, dtype=np.int32), num_rows),
+        "update": np.tile(updates.astype(np.int32), num_seeds),
+        "env_steps": np.tile(updates * steps_per_update, num_seeds),
         "episodes": episodes.reshape(-1),
         "episode_return": mean_return.reshape(-1).astype(np.float32),
         "return_sum": logs["return_sum"].reshape(-1).astype(np.float32),
@@ -337,10 +392,13 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "",
         "## Procedure",
         "",
-        f"Each seed runs the whole training as one jitted program (`lax.scan` over "
-        f"updates); seeds are vmapped in blocks of {config.block_size} by `rljax.sweep`. "
-        "Per update only the sum and count of returns of the episodes that finished in it "
-        "leave the program (plus the mean losses). The curve bins the updates into "
+        f"Each seed's training runs in {summary['chunks']} chunks of "
+        f"{config.chunk_updates} updates, each chunk one jitted program (`lax.scan` over "
+        f"updates); seeds are vmapped in blocks of {config.block_size} by "
+        "`rljax.sweep.ChunkedSweep` (progress and checkpoints between chunks). Per row of "
+        f"{config.log_every} update(s) only the sum and count of returns of the episodes "
+        "that finished in it leave the program (plus the mean losses). The curve bins the "
+        f"{summary['logged_rows']} rows into "
         f"{config.curve_points} equal runs; each seed's point is the mean return of the "
         "episodes finished in the bin (a bin without a finished episode repeats the "
         "previous value). IQM = mean of the middle 50 % of seeds. The curve band is "
@@ -348,7 +406,8 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "the same resampled runs at every checkpoint (`rljax.stats.sample_efficiency_curves`"
         "); the final-return interval is the percentile bootstrap of the IQM over seeds "
         f"(`rljax.stats.interval_estimates`, {100 * config.confidence:g} %). Throughput is "
-        "all seeds' environment steps over the sweep's run time (compilation excluded), on "
+        "the environment steps run after the first chunk over the sweep's run time (the "
+        "first chunk is timed with the compilation), on "
         "this machine's CPU. Memory counts the bytes of every array leaf of the parameters "
         "and of the optimizer state (`clip_by_global_norm` + Adam: two moments per "
         "parameter and a step count) for the same actor network; GRPO with a KL penalty "

@@ -59,7 +59,7 @@ class Config:
     def validate(self) -> None:
         require_int("seeds", self.seeds, 1)
         require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         require_int("updates", self.updates, 1)
         require_int("problems_per_level", self.problems_per_level, 1)
         require_int("mcts_budget", self.mcts_budget, 1)

@@ -56,7 +56,7 @@ class Config:
     def validate(self) -> None:
         require_int("seeds", self.seeds, 1)
         require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         require_int("problems_per_level", self.problems_per_level, 1)
         require_int("max_steps", self.max_steps, 1)
         require_int("bootstrap_reps", self.bootstrap_reps, 1)

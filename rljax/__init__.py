@@ -14,11 +14,14 @@ from rljax import (
     algorithms,
     checkpoint,
     curriculum,
+    distributed,
     envs,
     io,
     losses,
+    nonfinite,
     policies,
     rollout,
+    runtime,
     search,
     stats,
     sweep,
@@ -60,7 +63,8 @@ from rljax.envs import (
 from rljax.policies import LMConfig, Policy, TinyLM, mlp_actor, mlp_actor_critic, tabular_softmax
 from rljax.rollout import Trajectory, episode_rollout
 from rljax.rollout import rollout as rollout_steps
-from rljax.sweep import ChunkedSweep, Sweep, SweepResult, run_sweep, seed_key
+from rljax.runtime import sweep_options
+from rljax.sweep import ChunkedSweep, NonFiniteFound, Sweep, SweepResult, run_sweep, seed_key
 from rljax.tokenizer import CharTokenizer
 
 __version__ = "0.1.0"
@@ -78,6 +82,11 @@ __all__ = [
     "search",
     "stats",
     "sweep",
+    "distributed",
+    "nonfinite",
+    "runtime",
+    "sweep_options",
+    "NonFiniteFound",
     "generalized_advantage_estimation",
     "group_mean_advantages",
     "group_relative_advantages",

@@ -431,7 +431,7 @@ def _check_metadata(where: Path, there: Any, here: Any) -> None:
     if diff is not None:
         key, a, b = diff
         raise CheckpointError(
-            f"checkpoint: {where} was written with a different config: "
+            f"checkpoint: {where} was written by another run (config or code version): "
             f"{key!r} is {_show(a)} there, {_show(b)} here"
         )
 
@@ -467,17 +467,28 @@ def _check_structure(where: Path, stored: list[dict], paths: list[str], leaves: 
 # ---------------------------------------------------------------------- orbax
 
 
+def _orbax_checkpointer() -> Any:
+    """An orbax checkpointer for this process alone: the arrays are host copies, so in
+    a multi-process run each process reads on its own and only process 0 writes (the
+    sweep's choice), with no cross-process barrier."""
+    import orbax.checkpoint as ocp
+
+    me = jax.process_index()
+    alone = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+    return ocp.Checkpointer(ocp.StandardCheckpointHandler(), multiprocessing_options=alone)
+
+
 def _orbax_save(path: Path, arrays: dict[str, np.ndarray]) -> None:
     import orbax.checkpoint as ocp
 
-    with _quiet_absl(), ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
+    with _quiet_absl(), _orbax_checkpointer() as ckptr:
         ckptr.save(path.absolute(), args=ocp.args.StandardSave(arrays))
 
 
 def _orbax_restore(path: Path, target: dict[str, np.ndarray]) -> dict[str, Any]:
     import orbax.checkpoint as ocp
 
-    with _quiet_absl(), ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
+    with _quiet_absl(), _orbax_checkpointer() as ckptr:
         return ckptr.restore(path.absolute(), args=ocp.args.StandardRestore(target))
 
 

@@ -53,36 +53,271 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
+CHECKPOINTS = "checkpoints"
+RUN_RECORD = "run.json"
 
-    from rljax import io
+
+def _positive_int(flag: str, text: str | None, minimum: int) -> int | None:
+    if text is None:
+        return None
+    from rljax.config import parse_value
+
+    value = parse_value(flag, text, int)
+    if value < minimum:
+        raise UsageError(f"{flag}: must be an integer >= {minimum}, got {text!r}")
+    return value
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     from rljax.config import build_config, parse_overrides, parse_value
 
+    processes = _positive_int("--processes", args.processes, 1)
+    local_devices = _positive_int("--local-devices", args.local_devices, 1)
+    checkpoint_every = _positive_int("--checkpoint-every", args.checkpoint_every, 1)
+    debug_seed = _positive_int("--debug-nans", args.debug_nans, 0)
+    if args.resume and args.overwrite:
+        raise UsageError("--resume and --overwrite: choose one (continue the run in --out, "
+                         "or start it again)")
+    if debug_seed is not None and (processes or 1) > 1:
+        raise UsageError("--debug-nans: re-runs one seed in one process; drop --processes")
+    if args.distributed and (processes or 1) > 1:
+        raise UsageError("--distributed: this command is one process of a cluster job; "
+                         "drop --processes (that launches local processes)")
+    if checkpoint_every is not None and (processes or 1) > 1:
+        raise UsageError("--checkpoint-every: in-round checkpoints need one process; with "
+                         "--processes, checkpoints are taken when a round finishes")
+    if local_devices is not None and not args.child and (processes or 1) == 1:
+        raise UsageError("--local-devices: only with --processes N (it sets each child's CPU "
+                         "device count); for one process set XLA_FLAGS yourself")
+
+    if args.child or args.distributed:  # before anything touches a JAX backend
+        from rljax import distributed
+
+        distributed.initialize()
     module = _load(EXPERIMENT_GROUP, args.name, "experiment")
+    out = Path(args.out) if args.out else Path("results") / args.name
     overrides = parse_overrides(module.Config, args.set or [])
     for flag, field in (("seeds", "seeds"), ("block_size", "block_size"),
                         ("base_seed", "base_seed")):
         value = getattr(args, flag)
         if value is not None:
             overrides[field] = parse_value(field, value, int)
+    if args.resume:
+        overrides = {**_recorded_config(out, args.name), **overrides}
     config = build_config(module.Config, overrides)
-    out = Path(args.out) if args.out else Path("results") / args.name
-    io.check_output_dir(out, args.overwrite)
+    if debug_seed is not None:
+        seeds = getattr(config, "seeds", None)
+        if seeds is not None and debug_seed >= seeds:
+            raise UsageError(f"--debug-nans: seed must be in 0..{seeds - 1} (this run's seeds), "
+                             f"got {debug_seed}")
+        return _debug_nans(module, config, debug_seed)
+    if not args.child and not args.distributed:
+        _check_out(out, args.resume, args.overwrite)
+    if (processes or 1) > 1:
+        return _launch_local(processes, local_devices)
 
+    if args.distributed:
+        from rljax import distributed
+
+        if distributed.is_primary():
+            _check_out(out, args.resume, args.overwrite)
+    return _run_study(module, args, config, out, checkpoint_every)
+
+
+def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse an output directory that holds something unless asked (before any work)."""
+    from rljax import io
+
+    if resume:
+        if not (out / CHECKPOINTS / RUN_RECORD).is_file():
+            if (out / "config.json").is_file():
+                raise UsageError(f"--resume: {out} holds a finished run; nothing to resume")
+            raise UsageError(f"--resume: {out} has no checkpoints of an interrupted run")
+        return
+    io.check_output_dir(out, overwrite)
+
+
+def _recorded_config(out: Path, name: str) -> dict[str, Any]:
+    """The config an interrupted run in ``out`` started with (``--resume`` reuses it)."""
+    import json
+
+    record = out / CHECKPOINTS / RUN_RECORD
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        if (out / "config.json").is_file():
+            raise UsageError(f"--resume: {out} holds a finished run; nothing to resume") from None
+        raise UsageError(f"--resume: {out} has no checkpoints of an interrupted run") from None
+    if data.get("experiment") != name:
+        raise UsageError(f"--resume: {out} holds a run of {data.get('experiment')!r}, "
+                         f"not {name!r}")
+    return dict(data.get("config", {}))
+
+
+def _check_same_run(out: Path, record: dict[str, Any]) -> None:
+    """``--resume``: the interrupted run must have had this config and this code."""
+    import json
+
+    there = json.loads((out / CHECKPOINTS / RUN_RECORD).read_text())
+    for field, value in record["config"].items():
+        old = there.get("config", {}).get(field)
+        if old != value:
+            raise UsageError(f"--resume: {out} was started with {field}={old!r}, not "
+                             f"{value!r}; resume with the same config")
+    if there.get("code_version") != record["code_version"]:
+        raise UsageError(f"--resume: {out} was started by another code version "
+                         f"({there.get('code_version')} there, {record['code_version']} here); "
+                         "resume with that code or start again with --overwrite")
+
+
+def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
+               checkpoint_every: int | None) -> int:
+    import shutil
+    import tempfile
+    from dataclasses import asdict
+
+    from rljax import io
+    from rljax.distributed import is_primary
+    from rljax.runtime import code_version, sweep_options
+
+    primary = is_primary()
+    record = {"experiment": args.name, "config": asdict(config),
+              "code_version": code_version(module)}
+    checkpoints = out / CHECKPOINTS
+    if args.resume:
+        _check_same_run(out, record)
+    if primary:
+        if args.overwrite and checkpoints.is_dir():
+            shutil.rmtree(checkpoints)  # the old run's working state, not results
+        if not args.resume:
+            io.write_json(checkpoints / RUN_RECORD, record)
+    scratch = None if primary else tempfile.TemporaryDirectory(prefix="rljax-process-")
+    work_out = out if primary else Path(scratch.name)
     start = time.perf_counter()
-    summary = module.run(config, out)
+    try:
+        with sweep_options(checkpoint_dir=checkpoints, checkpoint_every=checkpoint_every,
+                           resume=args.resume, metadata=record,
+                           tensorboard_dir=Path(args.tensorboard) if args.tensorboard else None,
+                           ) as opts:
+            summary = module.run(config, work_out)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    if not primary:
+        return 0
     io.write_json(out / "config.json", {
         "experiment": args.name,
         "config": asdict(config),
-        "metadata": io.run_metadata(),
+        "metadata": {**io.run_metadata(), "code_version": record["code_version"]},
         "wall_seconds": time.perf_counter() - start,
+        "resumed": bool(args.resume),
+        "nonfinite": opts.nonfinite,
     })
+    if opts.nonfinite:
+        io.write_json(out / "nonfinite.json", opts.nonfinite)
+    shutil.rmtree(checkpoints, ignore_errors=True)  # the results are written
     print(f"wrote {out}/ (config.json, results.parquet, summary.json, report.md, *.png)")
     for key, value in summary.items():
         if isinstance(value, int | float | str) or value is None:
             print(f"  {key}: {value}")
+    if opts.nonfinite:
+        shown = ", ".join(f"seed {r['seed']} ({r['sweep']}, step {r['step']})"
+                          for r in opts.nonfinite[:5])
+        more = f" and {len(opts.nonfinite) - 5} more" if len(opts.nonfinite) > 5 else ""
+        print(f"warning: {len(opts.nonfinite)} seed run(s) went non-finite: {shown}{more}; "
+              f"the other seeds are unaffected; listed in {out}/nonfinite.json; "
+              f"find the operation with --debug-nans SEED", file=sys.stderr)
     return 0
+
+
+def _debug_nans(module: Any, config: Any, seed: int) -> int:
+    """Re-run one seed of every sweep of the study op by op with ``jax_debug_nans``."""
+    import tempfile
+
+    from rljax.runtime import sweep_options
+    from rljax.sweep import NonFiniteFound
+
+    with tempfile.TemporaryDirectory(prefix="rljax-debug-") as tmp, \
+            sweep_options(debug_seed=seed, progress=False) as opts:
+        try:
+            module.run(config, Path(tmp))
+        except NonFiniteFound as found:
+            print(f"seed {seed}, sweep {found.sweep!r}: first non-finite value from "
+                  f"{found.operation!r} at {found.location}")
+            return 1
+        except Exception as err:  # the study's analysis of a one-seed debug run
+            print(f"(the study's analysis stopped on the debug run: {type(err).__name__})",
+                  file=sys.stderr)
+    names = ", ".join(opts._names) or "none"
+    print(f"seed {seed} stayed finite when re-run op by op in every sweep ({names})")
+    return 0
+
+
+def _launch_local(processes: int, local_devices: int | None) -> int:
+    """Run this command as ``processes`` local JAX processes (``jax.distributed`` over
+    localhost, gloo collectives on CPU); process 0 writes the results."""
+    import os
+    import socket
+    import subprocess
+
+    from rljax import distributed
+
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        port = sock.getsockname()[1]
+    argv = _child_argv(sys.argv[1:])
+    children = []
+    for pid in range(processes):
+        env = dict(os.environ)
+        env.update({distributed.ENV_COORDINATOR: f"localhost:{port}",
+                    distributed.ENV_NUM_PROCESSES: str(processes),
+                    distributed.ENV_PROCESS_ID: str(pid)})
+        if local_devices is not None:
+            flags = env.get("XLA_FLAGS", "")
+            flags = " ".join(f for f in flags.split()
+                             if not f.startswith("--xla_force_host_platform_device_count"))
+            env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={local_devices}"
+        children.append(subprocess.Popen(
+            [sys.executable, "-m", "rljax.cli", *argv, "--child"], env=env,
+            stdout=None if pid == 0 else subprocess.DEVNULL,
+            stderr=None if pid == 0 else subprocess.PIPE))
+    status = 0
+    try:
+        while children:
+            for child in list(children):
+                code = child.poll()
+                if code is None:
+                    continue
+                children.remove(child)
+                if code != 0:
+                    status = status or code
+                    if child.stderr is not None:
+                        tail = child.stderr.read().decode(errors="replace").strip()
+                        if tail:
+                            print(tail.splitlines()[-1], file=sys.stderr)
+                    for other in children:  # the rest would wait for it forever
+                        other.kill()
+            time.sleep(0.05)
+    finally:
+        for child in children:
+            child.kill()
+    return status
+
+
+def _child_argv(argv: list[str]) -> list[str]:
+    """The parent's ``run`` arguments without ``--processes``/``--local-devices``."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--processes", "--local-devices"):
+            skip = True
+            continue
+        if arg.startswith(("--processes=", "--local-devices=")):
+            continue
+        out.append(arg)
+    return out
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -114,6 +349,25 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a config field (repeatable)")
     run.add_argument("--overwrite", action="store_true",
                      help="replace the results in a non-empty output directory")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the interrupted run in --out from its checkpoints "
+                          "(same config and code; --set may only repeat its values)")
+    run.add_argument("--checkpoint-every", dest="checkpoint_every", metavar="K",
+                     help="also checkpoint every K chunks within a round (chunked studies); "
+                          "finished rounds are always checkpointed")
+    run.add_argument("--processes", metavar="N",
+                     help="run as N local JAX processes (jax.distributed over localhost)")
+    run.add_argument("--local-devices", dest="local_devices", metavar="K",
+                     help="with --processes: CPU devices per process")
+    run.add_argument("--distributed", action="store_true",
+                     help="this is one process of a multi-host job: call "
+                          "jax.distributed.initialize() (SLURM, Open MPI auto-detected)")
+    run.add_argument("--debug-nans", dest="debug_nans", metavar="SEED",
+                     help="re-run seed SEED op by op with jax_debug_nans and name the first "
+                          "operation that made a NaN; writes nothing")
+    run.add_argument("--tensorboard", metavar="DIR",
+                     help="write per-chunk aggregates across seeds to DIR (chunked studies)")
+    run.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
 
     bench = sub.add_parser("bench", help="run a benchmark and print its table")
@@ -144,10 +398,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, FileExistsError) as err:
+        from rljax.checkpoint import CheckpointError
         from rljax.config import ConfigError
         from rljax.io import OutputExistsError
 
-        if isinstance(err, ConfigError | OutputExistsError):
+        if isinstance(err, ConfigError | OutputExistsError | CheckpointError):
             print(f"error: {err}", file=sys.stderr)
             return EXIT_USAGE
         raise

@@ -76,11 +76,18 @@ def build_config(config_cls: type, overrides: dict[str, Any] | None = None) -> A
     return config
 
 
-def require_int(name: str, value: Any, minimum: int | None = None) -> None:
-    """``value`` is an int (not bool) and ``>= minimum``."""
+def require_int(name: str, value: Any, minimum: int | None = None,
+                maximum: int | None = None) -> None:
+    """``value`` is an int (not bool), ``>= minimum`` and ``<= maximum``."""
     ok = isinstance(value, int) and not isinstance(value, bool)
-    if not ok or (minimum is not None and value < minimum):
-        allowed = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    if (not ok or (minimum is not None and value < minimum)
+            or (maximum is not None and value > maximum)):
+        if maximum is None:
+            allowed = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+        elif minimum is None:
+            allowed = f"an integer <= {maximum}"
+        else:
+            allowed = f"an integer in [{minimum}, {maximum}]"
         raise ConfigError(f"{name}: must be {allowed}, got {value!r}")
 
 

@@ -61,7 +61,7 @@ def nonfinite_seeds(outputs: Any, seed_ids: np.ndarray) -> dict[int, int]:
     """
     seed_ids = np.asarray(seed_ids)
     if isinstance(outputs, dict) and NONFINITE_STEP in outputs:
-        steps = np.asarray(outputs[NONFINITE_STEP]).reshape(len(seed_ids), -1)
+        steps = np.asarray(outputs[NONFINITE_STEP], np.int64).reshape(len(seed_ids), -1)
         never = np.iinfo(np.int64).max
         first = np.where(steps >= 0, steps, never).min(axis=1)
         return {int(s): int(t) for s, t in zip(seed_ids, first, strict=True) if t != never}

@@ -7,6 +7,7 @@ environments or ``[G, T, ...]`` group members.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -227,12 +228,16 @@ def draw_uniforms_and_keys(
     return uniforms, tuple(keys)
 
 
-_THREEFRY = jax.random.key_impl(jax.random.key(0, impl="threefry2x32"))
+@functools.cache
+def _threefry() -> Any:
+    """The threefry key implementation (looked up on first use: computing a key at
+    import time would start the XLA backend before ``jax.distributed.initialize``)."""
+    return jax.random.key_impl(jax.random.key(0, impl="threefry2x32"))
 
 
 def _row_bits(key: PRNGKey, row: int | Array, num_words: int) -> Array:
     """Row ``row`` of ``jax.random.bits(key, (R, num_words), uint32)`` (see above)."""
-    if jax.random.key_impl(key) != _THREEFRY or not jax.config.jax_threefry_partitionable:
+    if jax.random.key_impl(key) != _threefry() or not jax.config.jax_threefry_partitionable:
         return jax.random.bits(jax.random.fold_in(key, row), (num_words,), jnp.uint32)
     # Partitionable threefry: word k of a draw hashes the counter pair (k >> 32, k & ~0)
     # and returns the XOR of the two output words.

@@ -13,20 +13,34 @@ it for seeds ``0 .. num_seeds-1``:
   block; the last round is padded with the next seed ids, whose results are dropped.
   Seed ``i``'s result is then bitwise the same for any number of seeds, devices or
   processes at a given block size. ``block_size`` is part of a run's config.
-* **Devices.** A round is ``block_size * num_devices`` seeds, sharded along the seed axis
-  with ``jax.sharding.NamedSharding`` (a 1-D mesh named ``"seeds"``); every device runs
-  the same per-block program. On CPU,
-  ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` gives 8 devices.
-* **Progress.** A ``tqdm`` bar counts seeds as rounds finish (round ``r+1`` is dispatched
-  before round ``r`` is fetched, so the host never idles the devices).
+* **Devices and processes.** A round is ``block_size * num_devices`` seeds, sharded along
+  the seed axis with ``jax.sharding.NamedSharding`` (a 1-D mesh named ``"seeds"`` over
+  ``jax.devices()``, i.e. all devices of all processes); every device runs the same
+  per-block program. On CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=8``
+  gives 8 devices. With several JAX processes (``rljax.distributed.initialize``) each
+  process computes its own devices' blocks and the outputs are gathered to every
+  process (``process_allgather``); process 0 writes.
+* **Checkpoints.** Given a :class:`rljax.checkpoint.Checkpointer` (or a checkpoint
+  directory through :func:`rljax.runtime.sweep_options`, which the CLI opens), a sweep
+  saves every finished round's outputs (process 0) and a :class:`ChunkedSweep` also its
+  block state every ``checkpoint_every`` chunks; ``resume`` reads finished rounds back
+  and continues an interrupted one from its newest state, bitwise as if never stopped.
+* **Non-finite seeds.** Every round's outputs are checked per seed; a seed whose run
+  went NaN/inf is listed in ``SweepResult.nonfinite`` with its first bad step (from
+  ``rljax.nonfinite.NONFINITE_STEP`` in the outputs). Seeds never mix in a vmapped
+  run, so the others' results are exactly what they would have been.
+* **Progress.** A ``tqdm`` bar with ETA counts seeds as rounds finish (round ``r+1`` is
+  dispatched before round ``r`` is fetched, so the host never idles the devices), or
+  seeds x chunks for a :class:`ChunkedSweep`.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +49,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from rljax.distributed import global_array, is_primary, to_host
+from rljax.nonfinite import NONFINITE_STEP, nonfinite_seeds
+from rljax.runtime import current_options, in_context
 from rljax.types import PRNGKey
 
 DEFAULT_BLOCK_SIZE = 1024
 SEED_AXIS = "seeds"
+MAX_SEEDS = 2**31 - 1 - 2**20  # seed ids are int32, with room for a padded last round
 
 
 def seed_key(base_seed: int | jax.Array, seed_id: int | jax.Array) -> PRNGKey:
@@ -59,6 +77,9 @@ class SweepResult:
       block_size: seeds per device per round.
       num_devices: devices the seed axis was sharded over.
       num_rounds: rounds run (``ceil(num_seeds / (block_size * num_devices))``).
+      nonfinite: ``{seed id: first non-finite step}`` of the seeds whose run went
+        NaN/inf (step -1 when the run does not report it); their rows are kept in
+        ``outputs`` -- the other seeds are unaffected -- and analyses should drop them.
     """
 
     outputs: Any
@@ -68,16 +89,26 @@ class SweepResult:
     block_size: int
     num_devices: int
     num_rounds: int
+    nonfinite: dict[int, int] = field(default_factory=dict)
 
     @property
     def num_seeds(self) -> int:
         return int(self.seed_ids.shape[0])
 
+    @property
+    def finite(self) -> np.ndarray:
+        """``[num_seeds]`` bool: the seeds that stayed finite."""
+        mask = np.ones(self.num_seeds, bool)
+        mask[list(self.nonfinite)] = False
+        return mask
+
 
 def check_sweep_args(num_seeds: Any, block_size: Any) -> None:
     """Raise a one-line ``ValueError`` naming ``seeds`` or ``block_size`` if invalid."""
-    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int | np.integer) or num_seeds < 1:
-        raise ValueError(f"seeds: must be an integer >= 1, got {num_seeds!r}")
+    if (isinstance(num_seeds, bool) or not isinstance(num_seeds, int | np.integer)
+            or not 1 <= num_seeds <= MAX_SEEDS):
+        raise ValueError(f"seeds: must be an integer in [1, {MAX_SEEDS}] (int32 seed ids), "
+                         f"got {num_seeds!r}")
     if (
         isinstance(block_size, bool)
         or not isinstance(block_size, int | np.integer)
@@ -93,10 +124,153 @@ def _set_blocks(sweep: Any, base_seed: int, block_size: int,
     check_sweep_args(1, block_size)
     sweep.base_seed = base_seed
     sweep.block_size = int(block_size)
-    sweep.devices = list(jax.local_devices() if devices is None else devices)
+    sweep.devices = list(jax.devices() if devices is None else devices)
     mesh = Mesh(np.asarray(sweep.devices), (SEED_AXIS,))
     sweep.sharding = NamedSharding(mesh, PartitionSpec(SEED_AXIS))
     sweep.round_size = sweep.block_size * len(sweep.devices)
+
+
+class NonFiniteFound(RuntimeError):
+    """``--debug-nans``: the first operation that made a NaN (or inf) in one seed's run.
+
+    Attributes: ``sweep`` (its name), ``seed``, ``operation`` (the message of JAX's
+    ``FloatingPointError``, e.g. ``invalid value (nan) encountered in log``) and
+    ``location`` (``file:line in function`` of the innermost frame outside JAX).
+    """
+
+    def __init__(self, sweep: str, seed: int, error: FloatingPointError):
+        self.sweep, self.seed = sweep, seed
+        self.operation = str(error).strip().splitlines()[0] if str(error).strip() else "nan"
+        self.location = _user_frame(error)
+        super().__init__(f"sweep {sweep!r}, seed {seed}: {self.operation} at {self.location}")
+
+
+def _user_frame(error: BaseException) -> str:
+    """``file:line in function`` of the innermost traceback frame outside jax/numpy."""
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    skip = (f"{os.sep}jax{os.sep}", f"{os.sep}jaxlib{os.sep}", f"{os.sep}numpy{os.sep}",
+            f"{os.sep}rljax{os.sep}sweep.py")
+    for frame in reversed(frames):
+        if not any(part in frame.filename for part in skip):
+            return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return "(no frame outside jax)"
+
+
+def _run_debug_seed(name: str, seed: int, run_one: Callable[[], Any]) -> Any:
+    """Run one seed op by op (``jax.disable_jit``) with ``jax_debug_nans`` on; raise
+    :class:`NonFiniteFound` at the first operation that makes a NaN."""
+    with jax.disable_jit(), jax.debug_nans(True):
+        try:
+            return jax.device_get(run_one())
+        except FloatingPointError as err:
+            raise NonFiniteFound(name, seed, err) from None
+
+
+def _debug_result(outputs: Any, num_seeds: int, block_size: int) -> SweepResult:
+    """A :class:`SweepResult` whose every row is the one debugged seed's outputs (so the
+    study can go on to its next sweep)."""
+    tiled = jax.tree_util.tree_map(
+        lambda x: np.broadcast_to(np.asarray(x)[None], (num_seeds, *np.shape(x))), outputs)
+    return SweepResult(outputs=tiled, seed_ids=np.arange(num_seeds, dtype=np.int64),
+                       compile_seconds=0.0, run_seconds=0.0, block_size=block_size,
+                       num_devices=1, num_rounds=1)
+
+
+def _host_template(shapes: Any) -> Any:
+    """Numpy zeros shaped like ``shapes`` (``ShapeDtypeStruct`` leaves): a restore
+    template that brings leaves back as numpy arrays (typed keys stay abstract)."""
+    def leaf(s):
+        if jnp.issubdtype(s.dtype, jax.dtypes.prng_key):
+            return s
+        return np.zeros(s.shape, s.dtype)
+    return jax.tree_util.tree_map(leaf, shapes)
+
+
+class _Setup:
+    """What a sweep's ``run`` resolves from its arguments and :mod:`rljax.runtime`."""
+
+    def __init__(self, sweep: Any, num_seeds: int, desc: str | None, progress: bool | None,
+                 checkpointer: Any, resume: bool | None, checkpoint_every: int | None):
+        check_sweep_args(num_seeds, sweep.block_size)
+        opts = current_options()
+        self.opts = opts
+        self.name = opts.next_name(desc) if in_context() else (desc or "sweep")
+        self.progress = opts.progress if progress is None else progress
+        self.resume = opts.resume if resume is None else bool(resume)
+        self.debug_seed = opts.debug_seed
+        explicit = checkpointer is not None
+        if checkpointer is None and opts.checkpoint_dir is not None:
+            from rljax.checkpoint import Checkpointer
+
+            meta = {**opts.metadata, "sweep": {"name": self.name,
+                                               "base_seed": sweep.base_seed,
+                                               "block_size": sweep.block_size,
+                                               "round_size": sweep.round_size}}
+            checkpointer = Checkpointer(opts.checkpoint_dir / self.name, metadata=meta)
+        if self.resume and checkpointer is None:
+            raise ValueError("resume: needs a checkpointer (or a checkpoint_dir in "
+                             "rljax.runtime.sweep_options)")
+        if checkpoint_every is None:
+            checkpoint_every = opts.checkpoint_every if not explicit else 1
+        if checkpoint_every is not None and (
+                isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
+                or checkpoint_every < 1):
+            raise ValueError(f"checkpoint_every: must be an integer >= 1, got "
+                             f"{checkpoint_every!r}")
+        self.checkpointer = checkpointer
+        self.checkpoint_every = checkpoint_every
+        self.rounds = None
+        if checkpointer is not None:
+            from rljax.checkpoint import Checkpointer
+
+            self.rounds = Checkpointer(Path(checkpointer.directory) / "rounds",
+                                       metadata=checkpointer.metadata, keep=2**31 - 1)
+        self.num_rounds = math.ceil(num_seeds / sweep.round_size)
+        self.num_seeds = num_seeds
+        self.round_size = sweep.round_size
+        self.nonfinite: dict[int, int] = {}
+
+    def finished_rounds(self) -> set[int]:
+        return set(self.rounds.steps()) if (self.resume and self.rounds is not None) else set()
+
+    def seeds_in(self, r: int) -> int:
+        return max(0, min(self.num_seeds, (r + 1) * self.round_size) - r * self.round_size)
+
+    def finish_round(self, r: int, host: Any, *, save: bool, flag_source: Any = None) -> None:
+        """Save round ``r``'s host outputs (process 0) and flag its non-finite seeds."""
+        if save and self.rounds is not None and is_primary():
+            self.rounds.save(r, host)
+        ids = np.arange(r * self.round_size, (r + 1) * self.round_size)
+        flagged = nonfinite_seeds(host if flag_source is None else flag_source, ids)
+        for seed, step in flagged.items():
+            if seed < self.num_seeds:
+                self.nonfinite[seed] = step
+                self.opts.nonfinite.append({"sweep": self.name, "seed": seed, "step": step})
+
+    def bar(self, total: int, unit: str) -> Any:
+        from tqdm.auto import tqdm
+
+        disable = True if not is_primary() else _progress_disabled(self.progress)
+        bar = tqdm(total=total, desc=self.name, unit=unit, disable=disable,
+                   smoothing=0.1, dynamic_ncols=True)
+        return bar
+
+    def result(self, host_rounds: list[Any], sweep: Any, compile_seconds: float,
+               run_seconds: float) -> SweepResult:
+        outputs = jax.tree_util.tree_map(
+            lambda *xs: np.concatenate(xs, axis=0)[:self.num_seeds], *host_rounds)
+        return SweepResult(
+            outputs=outputs,
+            seed_ids=np.arange(self.num_seeds, dtype=np.int64),
+            compile_seconds=compile_seconds,
+            run_seconds=run_seconds,
+            block_size=sweep.block_size,
+            num_devices=len(sweep.devices),
+            num_rounds=self.num_rounds,
+            nonfinite=dict(sorted(self.nonfinite.items())),
+        )
 
 
 class Sweep:
@@ -110,10 +284,14 @@ class Sweep:
 
     Args:
       train: one seed's run, ``train(key) -> pytree of arrays``; written for one seed.
+        If it returns a dict with ``rljax.nonfinite.NONFINITE_STEP``, a seed whose value
+        is ``>= 0`` is flagged with that step in ``SweepResult.nonfinite``; otherwise a
+        seed is flagged (step -1) where any float output is NaN/inf.
       base_seed: the sweep's base seed; seed ``i``'s key is ``seed_key(base_seed, i)``.
       block_size: seeds per device per round; fixes the compiled program (and so the
         bits of every result).
-      devices: devices to shard the seed axis over (default: all local devices).
+      devices: devices to shard the seed axis over (default: all devices of all
+        processes, ``jax.devices()``).
     """
 
     def __init__(
@@ -126,24 +304,24 @@ class Sweep:
     ):
         self.train = train
         _set_blocks(self, base_seed, block_size, devices)
+        base_key = jax.random.key(self.base_seed)
+
+        def train_block(seed_ids):
+            keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, seed_ids)
+            return jax.vmap(train)(keys)
+
+        self._jitted = jax.jit(train_block, in_shardings=self.sharding,
+                               out_shardings=self.sharding)
+        self._ids_shape = jax.ShapeDtypeStruct((self.round_size,), jnp.int32,
+                                               sharding=self.sharding)
         self._compiled = None
         self.compile_seconds: float | None = None
 
     def compile(self) -> float:
         """Lower and compile the per-round program (once); returns the seconds it took."""
         if self._compiled is None:
-            base_key = jax.random.key(self.base_seed)
-            train = self.train
-
-            def train_block(seed_ids):
-                keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, seed_ids)
-                return jax.vmap(train)(keys)
-
-            jitted = jax.jit(train_block, in_shardings=self.sharding, out_shardings=self.sharding)
             start = time.perf_counter()
-            self._compiled = jitted.lower(
-                jax.ShapeDtypeStruct((self.round_size,), jnp.int32, sharding=self.sharding)
-            ).compile()
+            self._compiled = self._jitted.lower(self._ids_shape).compile()
             self.compile_seconds = time.perf_counter() - start
         return float(self.compile_seconds)
 
@@ -154,49 +332,68 @@ class Sweep:
         """
         self.compile()
         ids = np.arange(first_seed, first_seed + self.round_size, dtype=np.int32)
-        return self._compiled(jax.device_put(ids, self.sharding))
+        return self._compiled(global_array(ids, self.sharding))
 
     def run(
-        self, num_seeds: int, *, progress: bool | None = None, desc: str | None = None
+        self,
+        num_seeds: int,
+        *,
+        checkpointer: Any = None,
+        resume: bool | None = None,
+        progress: bool | None = None,
+        desc: str | None = None,
     ) -> SweepResult:
         """Run seeds ``0 .. num_seeds-1``; returns a :class:`SweepResult` (numpy outputs).
 
         Args:
           num_seeds: how many seeds (>= 1).
-          progress: show a tqdm bar (default: only on a terminal).
-          desc: label of the progress bar.
+          checkpointer: a :class:`rljax.checkpoint.Checkpointer`; each finished round's
+            outputs are saved under its ``rounds/`` (default: from
+            :func:`rljax.runtime.sweep_options`, else none).
+          resume: read finished rounds back instead of running them (default: the
+            runtime options').
+          progress: show a tqdm bar with ETA (default: the runtime options', else only
+            on a terminal).
+          desc: the sweep's name (progress label and checkpoint directory).
         """
-        check_sweep_args(num_seeds, self.block_size)
+        setup = _Setup(self, num_seeds, desc, progress, checkpointer, resume, None)
+        if setup.debug_seed is not None:
+            seed = _check_debug_seed(setup.debug_seed, num_seeds)
+            out = _run_debug_seed(setup.name, seed,
+                                  lambda: self.train(seed_key(self.base_seed, seed)))
+            return _debug_result(out, num_seeds, self.block_size)
         compile_seconds = self.compile()
-        num_rounds = math.ceil(num_seeds / self.round_size)
-
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=num_seeds, desc=desc, unit="seed", disable=_progress_disabled(progress))
+        done = setup.finished_rounds()
+        template = None
+        bar = setup.bar(num_seeds, "seed")
         start = time.perf_counter()
-        host_outputs = []
+        host_rounds: list[Any] = [None] * setup.num_rounds
         pending = None
-        for r in range(num_rounds):
+        for r in range(setup.num_rounds):
+            if r in done:
+                if template is None:
+                    template = _host_template(jax.eval_shape(self._jitted, self._ids_shape))
+                host_rounds[r] = setup.rounds.restore(template, r)
+                setup.finish_round(r, host_rounds[r], save=False)
+                bar.update(setup.seeds_in(r))
+                continue
             out = self.run_round(r * self.round_size)
             if pending is not None:
-                host_outputs.append(_fetch(pending, bar, num_seeds))
+                self._collect(setup, bar, host_rounds, *pending)
             pending = (r, out)
-        host_outputs.append(_fetch(pending, bar, num_seeds))
+        if pending is not None:
+            self._collect(setup, bar, host_rounds, *pending)
         run_seconds = time.perf_counter() - start
         bar.close()
+        return setup.result(host_rounds, self, compile_seconds, run_seconds)
 
-        outputs = jax.tree_util.tree_map(
-            lambda *xs: np.concatenate(xs, axis=0)[:num_seeds], *host_outputs
-        )
-        return SweepResult(
-            outputs=outputs,
-            seed_ids=np.arange(num_seeds, dtype=np.int64),
-            compile_seconds=compile_seconds,
-            run_seconds=run_seconds,
-            block_size=self.block_size,
-            num_devices=len(self.devices),
-            num_rounds=num_rounds,
-        )
+    @staticmethod
+    def _collect(setup: _Setup, bar: Any, host_rounds: list[Any], r: int, out: Any) -> None:
+        host_rounds[r] = to_host(out)
+        setup.finish_round(r, host_rounds[r], save=True)
+        bar.update(setup.seeds_in(r))
+        if setup.nonfinite:
+            bar.set_postfix(nonfinite=len(setup.nonfinite), refresh=False)
 
 
 def run_sweep(
@@ -219,13 +416,11 @@ def run_sweep(
     return sweep.run(num_seeds, progress=progress, desc=desc)
 
 
-def _fetch(pending: tuple[int, Any], bar: Any, num_seeds: int) -> Any:
-    r, out = pending
-    host = jax.device_get(out)
-    round_size = jax.tree_util.tree_leaves(host)[0].shape[0]
-    done_before = r * round_size
-    bar.update(max(0, min(num_seeds, done_before + round_size) - done_before))
-    return host
+def _check_debug_seed(seed: int, num_seeds: int) -> int:
+    if not 0 <= seed < num_seeds:
+        raise ValueError(f"debug_nans: seed must be in 0..{num_seeds - 1} (this run's "
+                         f"seeds), got {seed}")
+    return int(seed)
 
 
 def _progress_disabled(progress: bool | None) -> bool | None:
@@ -243,12 +438,16 @@ class ChunkedSweep:
     like :class:`Sweep` (same keys: seed ``i`` gets ``seed_key(base_seed, i)``). Between
     chunks the host may save the block's state; because every key lives in the state,
     a run resumed from a checkpoint is bitwise the run that was never interrupted (the
-    same compiled chunk program runs on the same state).
+    same compiled chunk program runs on the same state). The progress bar counts
+    seeds x chunks, so its ETA moves within a round.
 
     Args:
       init: ``init(key) -> state`` (pytree of arrays).
-      advance: ``advance(state) -> (state, logs)``; ``logs`` a pytree of arrays.
-      finish: ``finish(state) -> outputs``.
+      advance: ``advance(state) -> (state, logs)``; ``logs`` a pytree of arrays (keep it
+        small -- e.g. aggregates over the chunk -- since ``[seeds, num_chunks, ...]``
+        of it is kept on the host).
+      finish: ``finish(state) -> outputs``; a dict with
+        ``rljax.nonfinite.NONFINITE_STEP`` flags seeds with their first bad step.
       num_chunks: chunks per run (>= 1).
       base_seed, block_size, devices: as for :class:`Sweep`.
     """
@@ -267,6 +466,7 @@ class ChunkedSweep:
         if isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1:
             raise ValueError(f"num_chunks: must be an integer >= 1, got {num_chunks!r}")
         self.num_chunks = num_chunks
+        self.init, self.advance, self.finish = init, advance, finish
         _set_blocks(self, base_seed, block_size, devices)
         base_key = jax.random.key(base_seed)
 
@@ -282,15 +482,15 @@ class ChunkedSweep:
 
     def _ids(self, r: int) -> jax.Array:
         ids = np.arange(r * self.round_size, (r + 1) * self.round_size, dtype=np.int32)
-        return jax.device_put(ids, self.sharding)
+        return global_array(ids, self.sharding)
 
     def run(
         self,
         num_seeds: int,
         *,
         checkpointer: Any = None,
-        checkpoint_every: int = 1,
-        resume: bool = False,
+        checkpoint_every: int | None = None,
+        resume: bool | None = None,
         progress: bool | None = None,
         desc: str | None = None,
     ) -> SweepResult:
@@ -299,114 +499,155 @@ class ChunkedSweep:
         Args:
           num_seeds: how many seeds (>= 1).
           checkpointer: a :class:`rljax.checkpoint.Checkpointer` (or anything with its
-            ``save``/``restore``/``latest_step``); ``None`` saves nothing. Its directory
+            ``save``/``restore``/``steps``); ``None`` takes the runtime options'
+            (:func:`rljax.runtime.sweep_options`), else saves nothing. Its directory
             gets one checkpoint per ``checkpoint_every`` chunks (the round's state and
             logs so far) and, under ``rounds/``, each finished round's outputs.
-          checkpoint_every: save every this many chunks (>= 1).
-          resume: continue from the newest checkpoint (finished rounds are read back,
+          checkpoint_every: save every this many chunks (>= 1; default 1 with an
+            explicit checkpointer, else the runtime options', ``None`` = only finished
+            rounds). In-round checkpoints hold device state, so they need one process.
+          resume: continue from the newest checkpoints (finished rounds are read back,
             the interrupted round continues from its saved chunk).
-          progress, desc: tqdm bar over seeds x chunks.
+          progress, desc: tqdm bar over seeds x chunks; the sweep's name.
 
         Returns:
           :class:`SweepResult` whose ``outputs`` are ``{"logs": [S, num_chunks, ...],
           "final": finish's outputs [S, ...]}``; ``compile_seconds`` is the time of the
           first round's first calls (compilation included), ``run_seconds`` the rest.
         """
-        check_sweep_args(num_seeds, self.block_size)
-        if (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
-                or checkpoint_every < 1):
-            raise ValueError(f"checkpoint_every: must be an integer >= 1, got "
-                             f"{checkpoint_every!r}")
-        if resume and checkpointer is None:
-            raise ValueError("resume: needs a checkpointer")
-        num_rounds = math.ceil(num_seeds / self.round_size)
-        rounds_store = None
-        if checkpointer is not None:
-            from rljax.checkpoint import Checkpointer
-
-            rounds_store = Checkpointer(Path(checkpointer.directory) / "rounds",
-                                        metadata=checkpointer.metadata, keep=2**31 - 1)
-
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=num_seeds * self.num_chunks, desc=desc, unit="seed-chunk",
-                   disable=_progress_disabled(progress))
+        setup = _Setup(self, num_seeds, desc, progress, checkpointer, resume,
+                       checkpoint_every)
+        if setup.debug_seed is not None:
+            return self._debug(setup, num_seeds)
+        in_round = setup.checkpointer is not None and setup.checkpoint_every is not None
+        if in_round and jax.process_count() > 1:
+            raise ValueError("checkpoint_every: in-round checkpoints need one process; with "
+                             "several, checkpoints are taken when a round finishes")
+        done_rounds = setup.finished_rounds()
+        bar = setup.bar(num_seeds * self.num_chunks, "seed-chunk")
         start = time.perf_counter()
         first_call_end = None
         host_rounds = []
-        for r in range(num_rounds):
+        tb = _tensorboard(setup)
+        for r in range(setup.num_rounds):
             state_shape = jax.eval_shape(self._init, self._ids(r))
-            if resume and r in rounds_store.steps():
-                template = {"logs": jax.tree_util.tree_map(
-                                lambda s: jax.ShapeDtypeStruct(
-                                    (s.shape[1], s.shape[0], *s.shape[2:]), s.dtype),
-                                self._logs_shape(state_shape)),
-                            "final": jax.eval_shape(self._finish, state_shape)}
-                template = jax.tree_util.tree_map(
-                    lambda s: np.zeros(s.shape, s.dtype), template)
-                host_rounds.append(rounds_store.restore(template, r))
-                bar.update(self._seeds_in(r, num_seeds) * self.num_chunks)
+            logs_shape = self._logs_shape(state_shape)
+            if r in done_rounds:
+                template = _host_template({
+                    "logs": jax.tree_util.tree_map(
+                        lambda s: jax.ShapeDtypeStruct((s.shape[1], s.shape[0], *s.shape[2:]),
+                                                       s.dtype), logs_shape),
+                    "final": jax.eval_shape(self._finish, state_shape)})
+                round_out = setup.rounds.restore(template, r)
+                setup.finish_round(r, round_out, save=False, flag_source=_flag_source(round_out))
+                host_rounds.append(round_out)
+                bar.update(setup.seeds_in(r) * self.num_chunks)
                 continue
             state, logs, done = None, None, 0
-            if resume:
-                saved = [s for s in checkpointer.steps() if s // (self.num_chunks + 1) == r]
+            if setup.resume:
+                saved = [s for s in setup.checkpointer.steps()
+                         if s // (self.num_chunks + 1) == r]
                 if saved:
-                    template = {"state": state_shape,
-                                "logs": jax.tree_util.tree_map(
-                                    lambda s: np.zeros(s.shape, s.dtype),
-                                    self._logs_shape(state_shape))}
-                    restored = checkpointer.restore(template, max(saved))
+                    restored = setup.checkpointer.restore(
+                        {"state": state_shape, "logs": _host_template(logs_shape)}, max(saved))
                     state = jax.device_put(restored["state"], self.sharding)
                     logs = restored["logs"]
                     done = max(saved) % (self.num_chunks + 1)
             if state is None:
                 state = self._init(self._ids(r))
             if logs is None:
-                logs = jax.tree_util.tree_map(
-                    lambda s: np.zeros(s.shape, s.dtype), self._logs_shape(state_shape))
-            bar.update(self._seeds_in(r, num_seeds) * done)
+                logs = _host_template(logs_shape)
+            bar.update(setup.seeds_in(r) * done)
             for c in range(done, self.num_chunks):
                 state, chunk_logs = self._advance(state)
-                chunk_logs = jax.device_get(chunk_logs)
+                chunk_logs = to_host(chunk_logs)
                 logs = jax.tree_util.tree_map(lambda buf, x, c=c: _set_row(buf, c, x), logs,
                                               chunk_logs)
                 if first_call_end is None:
                     first_call_end = time.perf_counter()
-                bar.update(self._seeds_in(r, num_seeds))
-                if checkpointer is not None and (
-                    (c + 1) % checkpoint_every == 0 and c + 1 < self.num_chunks
-                ):
-                    checkpointer.save(r * (self.num_chunks + 1) + c + 1,
-                                      {"state": state, "logs": logs})
-            final = jax.device_get(self._finish(state))
+                if tb is not None and setup.num_rounds == 1:
+                    tb.write_chunk(c, chunk_logs, setup.seeds_in(r))
+                bar.update(setup.seeds_in(r))
+                if in_round and (c + 1) % setup.checkpoint_every == 0 and c + 1 < self.num_chunks:
+                    setup.checkpointer.save(r * (self.num_chunks + 1) + c + 1,
+                                            {"state": state, "logs": logs})
+            final = to_host(self._finish(state))
             round_out = {"logs": jax.tree_util.tree_map(lambda x: np.swapaxes(x, 0, 1), logs),
                          "final": final}
-            if rounds_store is not None:
-                rounds_store.save(r, round_out)
+            setup.finish_round(r, round_out, save=True, flag_source=_flag_source(round_out))
+            if setup.nonfinite:
+                bar.set_postfix(nonfinite=len(setup.nonfinite), refresh=False)
             host_rounds.append(round_out)
         bar.close()
         end = time.perf_counter()
         first_call_end = end if first_call_end is None else first_call_end
-        outputs = jax.tree_util.tree_map(
-            lambda *xs: np.concatenate(xs, axis=0)[:num_seeds], *host_rounds)
-        return SweepResult(
-            outputs=outputs,
-            seed_ids=np.arange(num_seeds, dtype=np.int64),
-            compile_seconds=first_call_end - start,
-            run_seconds=end - first_call_end,
-            block_size=self.block_size,
-            num_devices=len(self.devices),
-            num_rounds=num_rounds,
-        )
+        result = setup.result(host_rounds, self, first_call_end - start, end - first_call_end)
+        if tb is not None:
+            if setup.num_rounds > 1:
+                for c in range(self.num_chunks):
+                    tb.write_chunk(c, jax.tree_util.tree_map(lambda x, c=c: x[:, c],
+                                                             result.outputs["logs"]), num_seeds)
+            tb.close()
+        return result
 
-    def _seeds_in(self, r: int, num_seeds: int) -> int:
-        return max(0, min(num_seeds, (r + 1) * self.round_size) - r * self.round_size)
+    def _debug(self, setup: _Setup, num_seeds: int) -> SweepResult:
+        seed = _check_debug_seed(setup.debug_seed, num_seeds)
+
+        def run_one():
+            state = self.init(seed_key(self.base_seed, seed))
+            chunks = []
+            for _ in range(self.num_chunks):
+                state, logs = self.advance(state)
+                chunks.append(logs)
+            logs = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *chunks)
+            return {"logs": logs, "final": self.finish(state)}
+
+        return _debug_result(_run_debug_seed(setup.name, seed, run_one), num_seeds,
+                             self.block_size)
 
     def _logs_shape(self, state_shape: Any) -> Any:
         """``[num_chunks, round_size, ...]`` shapes of the logs buffer."""
         _, logs = jax.eval_shape(self._advance, state_shape)
         return jax.tree_util.tree_map(
             lambda s: jax.ShapeDtypeStruct((self.num_chunks, *s.shape), s.dtype), logs)
+
+
+def _flag_source(round_out: dict[str, Any]) -> Any:
+    """Where a chunked round's non-finite seeds are read: ``final`` if it carries
+    ``NONFINITE_STEP``, else logs and final together."""
+    final = round_out["final"]
+    if isinstance(final, dict) and NONFINITE_STEP in final:
+        return final
+    return round_out
+
+
+class _ChunkBoard:
+    """Per-chunk aggregates across seeds to TensorBoard (``rljax.tensorboard``)."""
+
+    def __init__(self, directory: Path):
+        from rljax.tensorboard import AggregateWriter
+
+        self.writer = AggregateWriter(str(directory))
+
+    def write_chunk(self, chunk: int, logs: Any, num_seeds: int) -> None:
+        flat = {}
+        for path, leaf in jax.tree_util.tree_flatten_with_path(logs)[0]:
+            leaf = np.asarray(leaf)[:num_seeds]
+            if leaf.ndim >= 1 and np.issubdtype(leaf.dtype, np.number):
+                name = "/".join(str(getattr(p, "key", getattr(p, "idx", p))) for p in path)
+                flat[name or "value"] = leaf.reshape(leaf.shape[0], -1).mean(axis=1)
+        if flat:
+            self.writer.write(chunk + 1, flat)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _tensorboard(setup: _Setup) -> _ChunkBoard | None:
+    directory = setup.opts.tensorboard_dir
+    if directory is None or not is_primary():
+        return None
+    return _ChunkBoard(Path(directory) / setup.name)
 
 
 def _set_row(buffer: np.ndarray, row: int, value: Any) -> np.ndarray:

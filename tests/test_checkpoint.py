@@ -165,7 +165,7 @@ def test_metadata_mismatch_names_first_differing_key(tmp_path):
     where = re.escape(str(tmp_path / "40"))
     with pytest.raises(
         CheckpointError,
-        match=rf"^checkpoint: {where} was written with a different config: "
+        match=rf"^checkpoint: {where} was written by another run \(config or code version\): "
         r"'config.width' is 32 there, 64 here$",
     ):
         restore_with({**meta, "config": {**meta["config"], "width": 64}})

@@ -97,3 +97,57 @@ def test_unknown_benchmark_and_no_command(capsys):
     err = capsys.readouterr().err
     assert "unknown benchmark 'nope'" in err and "sweep" in err
     assert main([]) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--processes", "0"], "--processes: must be an integer >= 1, got '0'"),
+    (["--processes", "two"], "--processes: must be an integer, got 'two'"),
+    (["--checkpoint-every", "0"], "--checkpoint-every: must be an integer >= 1"),
+    (["--debug-nans", "-1"], "--debug-nans: must be an integer >= 0"),
+    (["--debug-nans", "64"], "--debug-nans: seed must be in 0..63"),
+    (["--local-devices", "2"], "--local-devices: only with --processes N"),
+    (["--processes", "2", "--checkpoint-every", "3"],
+     "--checkpoint-every: in-round checkpoints need one process"),
+    (["--processes", "2", "--debug-nans", "0"], "--debug-nans: re-runs one seed in one"),
+    (["--resume", "--overwrite"], "--resume and --overwrite: choose one"),
+    (["--processes", "2", "--distributed"], "--distributed: this command is one process"),
+    (["--resume"], "has no checkpoints of an interrupted run"),
+])
+def test_survival_flags_one_line_exit_2_no_output(tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    assert main(["run", "orm-vs-prm", "--out", str(out), *SMALL, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
+    assert not out.exists()
+
+
+def test_resume_refuses_finished_other_and_changed_runs(tmp_path, capsys):
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    (finished / "config.json").write_text("{}")
+    assert main(["run", "orm-vs-prm", "--out", str(finished), "--resume"]) == 2
+    assert "holds a finished run; nothing to resume" in capsys.readouterr().err
+
+    other = tmp_path / "other"
+    (other / "checkpoints").mkdir(parents=True)
+    record = {"experiment": "four-answer", "config": {}, "code_version": "x"}
+    (other / "checkpoints" / "run.json").write_text(json.dumps(record))
+    assert main(["run", "orm-vs-prm", "--out", str(other), "--resume"]) == 2
+    assert "holds a run of 'four-answer', not 'orm-vs-prm'" in capsys.readouterr().err
+
+    from dataclasses import asdict
+
+    from experiments.orm_vs_prm import Config
+
+    changed = tmp_path / "changed"
+    (changed / "checkpoints").mkdir(parents=True)
+    record = {"experiment": "orm-vs-prm", "config": asdict(Config(seeds=64)),
+              "code_version": "0123456789abcdef"}
+    (changed / "checkpoints" / "run.json").write_text(json.dumps(record))
+    assert main(["run", "orm-vs-prm", "--out", str(changed), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --resume: {changed} was started by another code version "
+                          "(0123456789abcdef there, ")
+    assert main(["run", "orm-vs-prm", "--out", str(changed), "--resume", "--seeds", "65"]) == 2
+    assert "was started with seeds=64, not 65" in capsys.readouterr().err
+    assert sorted(p.name for p in changed.rglob("*")) == ["checkpoints", "run.json"]

@@ -1,7 +1,9 @@
 """PPO transform: loss and metrics vs a slow numpy reference, gradients vs autodiff of an
 independent jnp loss, under jit and vmap; build-time validation; shape errors; NaN;
-composition with optax; a short CartPole training run."""
+composition with optax; a short CartPole training run; the chunked run (ChunkedSweep)
+against the whole run (Sweep); the first non-finite update."""
 
+import shutil
 import sys
 
 import jax
@@ -10,9 +12,19 @@ import numpy as np
 import optax
 import pytest
 
-from rljax.algorithms import PPOBatch, PPOTrainConfig, make_ppo_train, multi_step_update, ppo
+from rljax.algorithms import (
+    PPOBatch,
+    PPOTrainConfig,
+    make_ppo_chunks,
+    make_ppo_train,
+    multi_step_update,
+    ppo,
+)
+from rljax.checkpoint import Checkpointer
 from rljax.envs import CartPole, ChainMDP
+from rljax.nonfinite import NONFINITE_STEP
 from rljax.policies import mlp_actor_critic
+from rljax.sweep import ChunkedSweep, Sweep
 
 AC = mlp_actor_critic(3, (8, 8))
 
@@ -209,9 +221,143 @@ def test_short_cartpole_training_learns_under_jit_and_vmap():
     keys = jax.random.split(jax.random.key(0), 2)
     logs = jax.jit(jax.vmap(train))(keys)
     assert logs["return_sum"].shape == (2, 40) and logs["episodes"].dtype == jnp.int32
+    np.testing.assert_array_equal(logs[NONFINITE_STEP], [-1, -1])
     for name, value in logs.items():
         assert np.all(np.isfinite(np.asarray(value))), name
     ret = np.asarray(logs["return_sum"]) / np.maximum(np.asarray(logs["episodes"]), 1)
     first = ret[:, :5].mean()
     last = ret[:, -5:][np.asarray(logs["episodes"])[:, -5:] > 0].mean()
     assert last > 1.5 * first, (first, last)
+
+
+# --------------------------------------------------------------------------------------
+# Chunked runs and non-finite tracking.
+
+CHUNK_CONFIG = PPOTrainConfig(num_envs=4, num_steps=16, total_steps=4 * 16 * 12,
+                              learning_rate=1e-3)  # 12 updates
+CHUNK_NET = mlp_actor_critic(2, (16, 16))
+SUMMED = ("return_sum", "episodes")
+
+
+def window_aggregate(logs, window):
+    """numpy reference: ``[S, U] -> [S, U / window]`` sums (return_sum, episodes) or
+    means (the loss metrics) of consecutive windows of updates."""
+    out = {}
+    for name, x in logs.items():
+        rows = np.asarray(x).reshape(x.shape[0], -1, window)
+        out[name] = rows.sum(axis=2) if name in SUMMED else rows.mean(axis=2)
+    return out
+
+
+def chunked_sweep_logs(num_seeds, updates_per_chunk, log_every, sweep=None, **run_kwargs):
+    chunks = make_ppo_chunks(CartPole(), CHUNK_NET, CHUNK_CONFIG,
+                             updates_per_chunk=updates_per_chunk, log_every=log_every)
+    assert chunks.num_chunks == CHUNK_CONFIG.num_updates // updates_per_chunk
+    if sweep is None:
+        sweep = ChunkedSweep(chunks.init, chunks.advance, chunks.finish,
+                             num_chunks=chunks.num_chunks, block_size=4)
+    result = sweep.run(num_seeds, progress=False, **run_kwargs)
+    rows = updates_per_chunk // log_every
+    logs = {}
+    for name, x in result.outputs["logs"].items():
+        assert x.shape == (num_seeds, chunks.num_chunks, rows), name
+        logs[name] = x.reshape(num_seeds, chunks.num_chunks * rows)
+    return logs, result.outputs["final"], sweep
+
+
+@pytest.mark.timeout(300)
+def test_chunked_run_matches_the_whole_run(tmp_path):
+    # 3 seeds in a padded block of 4, jitted and vmapped by Sweep / ChunkedSweep.
+    whole = Sweep(make_ppo_train(CartPole(), CHUNK_NET, CHUNK_CONFIG), block_size=4).run(
+        3, progress=False).outputs
+    np.testing.assert_array_equal(whole[NONFINITE_STEP], [-1, -1, -1])
+    checkpointer = Checkpointer(tmp_path / "ckpt")
+    per_update, final, sweep = chunked_sweep_logs(3, updates_per_chunk=3, log_every=1,
+                                                  checkpointer=checkpointer,
+                                                  checkpoint_every=1)
+    assert set(per_update) == set(whole) - {NONFINITE_STEP}
+    np.testing.assert_array_equal(final[NONFINITE_STEP], [-1, -1, -1])
+    assert per_update["episodes"].dtype == np.int32
+    # Same updates with the same keys, but two XLA programs instead of one: measured
+    # bitwise equal episode counts and returns, losses within a few float32 ulps (XLA
+    # compiles the update loop differently when the parameters enter as arguments).
+    for name, x in per_update.items():
+        np.testing.assert_allclose(x, whole[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_array_equal(per_update["episodes"], whole["episodes"])
+
+    # Resumed from the state saved after chunk 2 of 4 (the finished round forgotten):
+    # bitwise the uninterrupted run (the PPO state, keys included, round-trips).
+    assert checkpointer.steps() == [2, 3]
+    shutil.rmtree(tmp_path / "ckpt" / "rounds")
+    shutil.rmtree(tmp_path / "ckpt" / "3")
+    resumed, resumed_final, _ = chunked_sweep_logs(3, updates_per_chunk=3, log_every=1,
+                                                   sweep=sweep, checkpointer=checkpointer,
+                                                   resume=True)
+    for name, x in per_update.items():
+        np.testing.assert_array_equal(resumed[name], x, err_msg=name)
+    np.testing.assert_array_equal(resumed_final[NONFINITE_STEP], final[NONFINITE_STEP])
+
+    windowed, _, _ = chunked_sweep_logs(3, updates_per_chunk=6, log_every=3)
+    expected = window_aggregate(per_update, 3)
+    whole_windows = window_aggregate({name: whole[name] for name in per_update}, 3)
+    for name, x in windowed.items():
+        assert x.dtype == per_update[name].dtype, name
+        np.testing.assert_allclose(x, expected[name], rtol=1e-6, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(x, whole_windows[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+class NaNRewardAfter:
+    """CartPole whose reward is NaN from each environment's ``after``-th step on."""
+
+    def __init__(self, after):
+        self.env, self.after = CartPole(), after
+        self.default_params = self.env.default_params
+
+    def reset(self, key, params):
+        obs, state = self.env.reset(key, params)
+        return obs, (state, jnp.int32(0))
+
+    def step(self, key, state, action, params):
+        inner, t = state
+        obs, inner, reward, terminated, truncated, info = self.env.step(key, inner, action,
+                                                                        params)
+        reward = jnp.where(t >= self.after, jnp.nan, reward)
+        return obs, (inner, t + 1), reward, terminated, truncated, info
+
+
+@pytest.mark.timeout(300)
+def test_first_nonfinite_update_whole_and_chunked():
+    config = PPOTrainConfig(num_envs=2, num_steps=8, total_steps=2 * 8 * 8)  # 8 updates
+    env = NaNRewardAfter(after=5 * 8 + 3)  # the first NaN reward is in update 5
+    keys = jax.random.split(jax.random.key(1), 2)
+    logs = jax.jit(jax.vmap(make_ppo_train(env, CHUNK_NET, config)))(keys)
+    assert logs[NONFINITE_STEP].dtype == jnp.int32
+    np.testing.assert_array_equal(logs[NONFINITE_STEP], [5, 5])
+    assert np.isfinite(np.asarray(logs["loss"])[:, :5]).all()
+    assert np.isnan(np.asarray(logs["loss"])[:, 5]).all()
+
+    # chunks of 2 updates: update 5 is the second of the third chunk, and it sticks
+    chunks = make_ppo_chunks(env, CHUNK_NET, config, updates_per_chunk=2, log_every=2)
+    state = jax.jit(jax.vmap(chunks.init))(keys)
+    advance = jax.jit(jax.vmap(chunks.advance))
+    for c in range(chunks.num_chunks):
+        state, chunk_logs = advance(state)
+        assert chunk_logs["loss"].shape == (2, 1)
+        expected = -1 if c < 2 else 5
+        np.testing.assert_array_equal(state.nonfinite_step, [expected, expected])
+    np.testing.assert_array_equal(state.update, [8, 8])
+    final = jax.jit(jax.vmap(chunks.finish))(state)
+    np.testing.assert_array_equal(final[NONFINITE_STEP], [5, 5])
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"updates_per_chunk": 5}, "updates_per_chunk"),  # does not divide 12
+    ({"updates_per_chunk": 0}, "updates_per_chunk"),
+    ({"updates_per_chunk": 2.0}, "updates_per_chunk"),
+    ({"updates_per_chunk": 4, "log_every": 3}, "log_every"),  # does not divide 4
+    ({"updates_per_chunk": 4, "log_every": 0}, "log_every"),
+])
+def test_bad_chunk_arguments_fail_before_tracing(kwargs, name):
+    with pytest.raises(ValueError, match=f"^{name}:") as err:
+        make_ppo_chunks(CartPole(), CHUNK_NET, CHUNK_CONFIG, **kwargs)
+    assert "\n" not in str(err.value)

@@ -1,5 +1,6 @@
-"""A tiny config of the ppo-cartpole study through the CLI: the files and summary keys the
-issue names, and the helpers that turn per-update logs into curves."""
+"""A tiny config of the ppo-cartpole study through the CLI (chunked, logged every 2
+updates): the files and summary keys the issue names, the helpers that turn logged rows
+into curves, and the config checks of chunks and rows."""
 
 import json
 
@@ -15,20 +16,26 @@ from rljax.cli import main
 def test_tiny_study_writes_files_and_keys(tmp_path):
     out = tmp_path / "ppo"
     args = ["run", "ppo-cartpole", "--out", str(out), "--seeds", "2", "--block-size", "2"]
-    for s in ("total_steps=256", "num_steps=32", "curve_points=2", "final_updates=1",
-              "bootstrap_reps=50"):
+    # 4 updates of 4 envs x 32 steps, in 2 chunks of 2 updates, one logged row per chunk
+    for s in ("total_steps=512", "num_steps=32", "chunk_updates=2", "log_every=2",
+              "curve_points=2", "final_updates=2", "bootstrap_reps=50"):
         args += ["--set", s]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     for key in ("final_return_iqm", "final_return_ci", "env_steps_per_second",
-                "ppo_state_bytes", "grpo_state_bytes", "curve_iqm", "compile_seconds"):
+                "ppo_state_bytes", "grpo_state_bytes", "curve_iqm", "compile_seconds",
+                "run_seconds", "nonfinite_seeds"):
         assert key in summary, key
-    assert summary["updates"] == 2 and len(summary["curve_iqm"]) == 2
+    assert summary["updates"] == 4 and summary["chunks"] == 2 and summary["logged_rows"] == 2
+    assert len(summary["curve_iqm"]) == 2 and summary["curve_env_steps"] == [256, 512]
+    assert summary["nonfinite_seeds"] == 0 and summary["first_nonfinite_update"] == {}
     low, high = summary["final_return_ci"]
     assert low <= summary["final_return_iqm"] <= high
     assert summary["env_steps_per_second"] > 0
     table = pd.read_parquet(out / "results.parquet")
     assert len(table) == 2 * 2
+    assert table["update"].tolist() == [2, 4, 2, 4]
+    assert table["env_steps"].tolist() == [256, 512, 256, 512]
     assert {"seed", "update", "env_steps", "episodes", "episode_return", "entropy",
             "clip_fraction", "approx_kl"} <= set(table.columns)
     for name in ("report.md", "return_curve.png", "final_returns.png", "config.json"):
@@ -56,8 +63,42 @@ def test_binned_and_final_returns():
     assert np.isnan(ppo_cartpole.final_returns(sums[:, :2], counts[:, :2], 1)[0])
 
 
+def test_results_table_rows_of_several_updates():
+    logs = {"return_sum": np.array([[20.0, 0.0], [30.0, 500.0]], np.float32),
+            "episodes": np.array([[1, 0], [2, 1]], np.int32)}
+    logs.update({name: np.ones((2, 2), np.float32) for name in ppo_cartpole.METRIC_COLUMNS})
+    table = ppo_cartpole.results_table(logs, steps_per_update=128, log_every=3)
+    assert table["seed"].tolist() == [0, 0, 1, 1]
+    assert table["update"].tolist() == [3, 6, 3, 6]
+    assert table["env_steps"].tolist() == [384, 768, 384, 768]
+    np.testing.assert_allclose(table["episode_return"], [20.0, np.nan, 15.0, 500.0])
+
+
+def test_default_config_is_16_chunks_of_61_updates():
+    config = ppo_cartpole.Config()
+    config.validate()
+    assert config.num_updates == 976 and config.num_updates // config.chunk_updates == 16
+    assert config.num_rows == 976
+
+
 def test_bad_config_names_the_field(capsys):
     assert main(["run", "ppo-cartpole", "--set", "gamma=1.5"]) == 2
     assert "gamma" in capsys.readouterr().err
     assert main(["run", "ppo-cartpole", "--set", "clip_epsilon=0"]) == 2
     assert "clip_epsilon" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("overrides, field", [
+    (["chunk_updates=100"], "chunk_updates"),  # does not divide 976 updates
+    (["chunk_updates=0"], "chunk_updates"),
+    (["log_every=2"], "log_every"),  # does not divide 61
+    (["log_every=61"], "curve_points"),  # 16 rows < 50 points
+    (["log_every=61", "curve_points=16"], "final_updates"),  # 20 is not a multiple of 61
+])
+def test_bad_chunk_and_row_settings_name_the_field(capsys, overrides, field):
+    args = ["run", "ppo-cartpole"]
+    for s in overrides:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert field in err and len(err.strip().splitlines()) == 1, err

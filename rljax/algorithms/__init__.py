@@ -3,7 +3,15 @@
 from rljax.algorithms.base import AsOptaxState, RLTransform, as_optax
 from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.algorithms.loops import multi_step_update
-from rljax.algorithms.ppo import PPOBatch, PPOTrainConfig, make_ppo_train, ppo
+from rljax.algorithms.ppo import (
+    PPOBatch,
+    PPOChunks,
+    PPOChunkState,
+    PPOTrainConfig,
+    make_ppo_chunks,
+    make_ppo_train,
+    ppo,
+)
 from rljax.algorithms.reinforce import EpisodeBatch, ReinforceState, reinforce
 
 __all__ = [
@@ -17,4 +25,5 @@ __all__ = [
     "GroupBatch",
     "multi_step_update",
     "ppo", "PPOBatch", "PPOTrainConfig", "make_ppo_train",
+    "make_ppo_chunks", "PPOChunks", "PPOChunkState",
 ]

@@ -48,6 +48,7 @@ from rljax.curriculum import (
 )
 from rljax.envs.arithmetic import ArithmeticTask, Problems
 from rljax.losses import AGGREGATIONS, KL_ESTIMATORS
+from rljax.nonfinite import NONFINITE_STEP, track_nonfinite
 from rljax.policies.lm import LMConfig, TinyLM
 from rljax.policies.sampling import log_softmax
 from rljax.types import Array, PRNGKey
@@ -198,6 +199,8 @@ class LMTrainState:
       eval_accuracy, eval_format: the latest held-out evaluation.
       start_accuracy, start_format: the evaluation right after the warm-up.
       curriculum: the curriculum sampler's state (``()`` without one).
+      nonfinite_step: the first RL step after which the loss or the params were NaN/inf
+        (int32, -1 while finite); ``finish`` reports it as ``NONFINITE_STEP``.
     """
 
     params: Any
@@ -210,6 +213,7 @@ class LMTrainState:
     start_accuracy: Array
     start_format: Array
     curriculum: Any = ()
+    nonfinite_step: Array = -1
 
 
 @dataclass(frozen=True)
@@ -302,7 +306,8 @@ class LMTrainer:
                             opt_state=self.rl_optimizer().init(params), key=run_key,
                             step=jnp.zeros((), jnp.int32), eval_accuracy=accuracy,
                             eval_format=fmt, start_accuracy=accuracy, start_format=fmt,
-                            curriculum=() if self.sampler is None else self.sampler.init(None))
+                            curriculum=() if self.sampler is None else self.sampler.init(None),
+                            nonfinite_step=jnp.int32(-1))
 
     def rl_step(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
         """One GRPO or PPO step (module docstring); returns the new state and metrics."""
@@ -310,8 +315,11 @@ class LMTrainer:
         step = self.grpo_update if self.config.algorithm == "grpo" else self.ppo_update
         params, opt_state, curriculum, metrics = step(state, problem_key, sample_key,
                                                       update_key)
+        nonfinite_step = track_nonfinite(state.nonfinite_step, state.step,
+                                         (params, metrics["loss"]))
         state = state.replace(params=params, opt_state=opt_state, key=key,
-                              step=state.step + 1, curriculum=curriculum)
+                              step=state.step + 1, curriculum=curriculum,
+                              nonfinite_step=nonfinite_step)
         return state, metrics
 
     def advance(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
@@ -326,9 +334,11 @@ class LMTrainer:
         return state, {**metrics, "eval_accuracy": accuracy, "eval_format": fmt}
 
     def finish(self, state: LMTrainState) -> dict[str, Array]:
-        """``{"start_accuracy", "start_format", "eval_accuracy", "eval_format"}``."""
+        """``{"start_accuracy", "start_format", "eval_accuracy", "eval_format",
+        NONFINITE_STEP}``."""
         return {"start_accuracy": state.start_accuracy, "start_format": state.start_format,
-                "eval_accuracy": state.eval_accuracy, "eval_format": state.eval_format}
+                "eval_accuracy": state.eval_accuracy, "eval_format": state.eval_format,
+                NONFINITE_STEP: state.nonfinite_step}
 
     # -- the two updates -------------------------------------------------------------
     def grpo_transform(self):

@@ -21,7 +21,13 @@ optimizer applies the gradients.
 environments stepped ``T`` times per update (a ``[T, N]`` rollout), GAE, then the
 multi-step update, all inside one ``lax.scan`` over updates, so a seed's whole run is a
 single jitted program with no host work per update (the defaults are those of CleanRL's
-``ppo.py`` and PureJaxRL for CartPole).
+``ppo.py`` and PureJaxRL for CartPole). Both report the first update whose parameters or
+loss went non-finite (``rljax.nonfinite.NONFINITE_STEP``).
+
+:func:`make_ppo_chunks` cuts the same run into chunks of updates, ``init`` /
+``advance`` / ``finish`` for :class:`rljax.sweep.ChunkedSweep` (checkpoints and progress
+between chunks), and logs one row per ``log_every`` updates, so long runs keep bounded
+logs. The two share the update code and its keys.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from rljax.algorithms.base import RLTransform
 from rljax.algorithms.loops import multi_step_update
 from rljax.envs.base import Environment
 from rljax.losses import categorical_entropy, check_clip, clipped_surrogate_loss, value_loss
+from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.policies.sampling import categorical_from_uniform, categorical_log_prob
 from rljax.types import Array, Params, PRNGKey
 
@@ -342,7 +349,9 @@ def make_ppo_train(
     observation, ``info["final_obs"]``, when the environment provides it), GAE over the
     ``[T, N]`` rollout, then ``num_epochs x num_minibatches`` PPO steps
     (``multi_step_update``) with :func:`ppo_optimizer`. Episode returns are accumulated
-    in the scan carry, so only per-update aggregates leave the program.
+    in the scan carry, so only per-update aggregates leave the program. Update ``u`` draws
+    its randomness from ``fold_in(run_key, u)``, so :func:`make_ppo_chunks` runs the same
+    updates in pieces.
 
     Args:
       env: an environment with discrete actions; observations must be arrays.
@@ -359,9 +368,151 @@ def make_ppo_train(
       ``train(key)`` returning a dict of ``[U]`` arrays: ``return_sum`` (sum of the
       returns of episodes that finished during the update), ``episodes`` (how many
       finished, int32), ``loss``, ``policy_loss``, ``value_loss``, ``entropy``,
-      ``clip_fraction``, ``approx_kl`` (means over the update's gradient steps).
+      ``clip_fraction``, ``approx_kl`` (means over the update's gradient steps); and
+      ``rljax.nonfinite.NONFINITE_STEP``, an ``int32 []``: the first update after which
+      the parameters or the loss were non-finite (NaN/inf), ``-1`` if none.
     """
     config = PPOTrainConfig() if config is None else config
+    start, run_updates = _ppo_program(env, actor_critic, config, env_params, init_params)
+
+    def train(key: PRNGKey) -> dict[str, Array]:
+        carry, run_key = start(key)
+        _, logs, finite = run_updates(carry, run_key, jnp.int32(0), config.num_updates)
+        return {**logs, NONFINITE_STEP: first_nonfinite_step(finite)}
+
+    return train
+
+
+class PPOChunkState(NamedTuple):
+    """One seed's PPO run between chunks (:func:`make_ppo_chunks`); every key lives here,
+    so a run restored from a saved state continues bitwise.
+
+    Attributes:
+      carry: :class:`PPOCarry` (parameters, optimizer state, environments).
+      run_key: typed key ``[]``; update ``u`` uses ``fold_in(run_key, u)``.
+      update: ``int32 []``, updates done so far.
+      nonfinite_step: ``int32 []``, the first update after which the parameters or the
+        loss were non-finite, ``-1`` if none so far.
+    """
+
+    carry: PPOCarry
+    run_key: PRNGKey
+    update: Array
+    nonfinite_step: Array
+
+
+class PPOChunks(NamedTuple):
+    """A PPO run cut into chunks for :class:`rljax.sweep.ChunkedSweep` (unpacks as
+    ``init, advance, finish, num_chunks``)."""
+
+    init: Callable[[PRNGKey], PPOChunkState]
+    advance: Callable[[PPOChunkState], tuple[PPOChunkState, dict[str, Array]]]
+    finish: Callable[[PPOChunkState], dict[str, Array]]
+    num_chunks: int
+
+
+SUMMED_LOGS = ("return_sum", "episodes")
+
+
+def make_ppo_chunks(
+    env: Environment,
+    actor_critic: Any,
+    config: PPOTrainConfig | None = None,
+    env_params: Any = None,
+    *,
+    updates_per_chunk: int,
+    log_every: int = 1,
+    init_params: Callable[[PRNGKey, Array], Params] | None = None,
+) -> PPOChunks:
+    """:func:`make_ppo_train`'s run in ``U / updates_per_chunk`` chunks, logged every
+    ``log_every`` updates.
+
+    ``init(key)`` then ``num_chunks`` calls of ``advance`` run the same updates, with the
+    same keys, as ``make_ppo_train(...)(key)`` (the update code is shared). Each chunk's
+    logs are aggregated over windows of ``W = log_every`` updates: the window
+    ``[w W, (w + 1) W)`` holds
+
+        return_sum = sum_u return_sum[u],   episodes = sum_u episodes[u],
+        m = (1/W) sum_u m[u]   for the loss metrics m,
+
+    so a seed's logs hold ``U / W`` rows however long the run (``W = 1``: exactly
+    ``make_ppo_train``'s per-update logs).
+
+    Args:
+      env, actor_critic, config, env_params, init_params: as for :func:`make_ppo_train`.
+      updates_per_chunk: C updates per ``advance`` call; must divide
+        ``config.num_updates``.
+      log_every: W updates per logged row; must divide ``updates_per_chunk``.
+
+    Returns:
+      :class:`PPOChunks` ``(init, advance, finish, num_chunks)``, one seed each:
+      ``init(key) -> PPOChunkState``; ``advance(state) -> (state, logs)`` with logs of
+      ``[C / W]`` arrays under ``make_ppo_train``'s log keys (``episodes`` int32);
+      ``finish(state) -> {NONFINITE_STEP: int32 []}`` (first non-finite update, ``-1``
+      if none); ``num_chunks = U / C``.
+
+    Raises:
+      ValueError: one line naming the argument or ``config`` field.
+    """
+    config = PPOTrainConfig() if config is None else config
+    check_train_config(config)
+    num_updates = config.num_updates
+    for name, value, whole, what in (
+        ("updates_per_chunk", updates_per_chunk, num_updates, "the number of updates"),
+        ("log_every", log_every, updates_per_chunk, "updates_per_chunk"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+        if whole % value:
+            raise ValueError(f"{name}: must divide {what} ({whole}), got {value}")
+    start, run_updates = _ppo_program(env, actor_critic, config, env_params, init_params)
+
+    def init(key: PRNGKey) -> PPOChunkState:
+        carry, run_key = start(key)
+        return PPOChunkState(carry, run_key, jnp.int32(0), jnp.int32(-1))
+
+    def advance(state: PPOChunkState) -> tuple[PPOChunkState, dict[str, Array]]:
+        carry, logs, finite = run_updates(state.carry, state.run_key, state.update,
+                                          updates_per_chunk)
+        in_chunk = first_nonfinite_step(finite)
+        nonfinite_step = jnp.where(jnp.logical_and(state.nonfinite_step < 0, in_chunk >= 0),
+                                   state.update + in_chunk, state.nonfinite_step)
+        if log_every > 1:
+            logs = {name: _window_aggregate(x, log_every, name in SUMMED_LOGS)
+                    for name, x in logs.items()}
+        state = PPOChunkState(carry, state.run_key, state.update + updates_per_chunk,
+                              nonfinite_step)
+        return state, logs
+
+    def finish(state: PPOChunkState) -> dict[str, Array]:
+        return {NONFINITE_STEP: state.nonfinite_step}
+
+    return PPOChunks(init, advance, finish, num_updates // updates_per_chunk)
+
+
+def _window_aggregate(x: Array, window: int, summed: bool) -> Array:
+    """``[C] -> [C / window]``: sums (``summed``) or means of consecutive windows."""
+    rows = x.reshape(x.shape[0] // window, window, *x.shape[1:])
+    return jnp.sum(rows, axis=1, dtype=x.dtype) if summed else jnp.mean(rows, axis=1)
+
+
+def _ppo_program(
+    env: Environment,
+    actor_critic: Any,
+    config: PPOTrainConfig,
+    env_params: Any,
+    init_params: Callable[[PRNGKey, Array], Params] | None,
+) -> tuple[Callable, Callable]:
+    """The pieces both :func:`make_ppo_train` and :func:`make_ppo_chunks` run.
+
+    Returns ``(start, run_updates)``: ``start(key) -> (carry: PPOCarry, run_key)``
+    (parameters, optimizer and ``N`` environments initialised), and
+    ``run_updates(carry, run_key, first, count) -> (carry, logs, finite)`` running
+    updates ``first .. first + count - 1`` (``first`` an int32 scalar, may be traced;
+    ``count`` a Python int) in one ``lax.scan``: ``logs`` are ``[count]`` arrays and
+    ``finite`` is ``bool [count]``, whether the parameters and the loss after each
+    update are finite.
+    """
     check_train_config(config)
     env_params = env.default_params if env_params is None else env_params
     init_params = actor_critic.init if init_params is None else init_params
@@ -423,18 +574,27 @@ def make_ppo_train(
             rl, optimizer, carry.params, carry.rl_state, carry.opt_state, batch, update_key,
             num_epochs=config.num_epochs, num_minibatches=config.num_minibatches)
         logs = {"return_sum": return_sum, "episodes": episodes, **metrics}
-        return PPOCarry(params, rl_state, opt_state, obs, env_state, episode_return), logs
+        finite = all_finite((params, metrics["loss"]))
+        carry = PPOCarry(params, rl_state, opt_state, obs, env_state, episode_return)
+        return carry, (logs, finite)
 
-    def train(key: PRNGKey) -> dict[str, Array]:
+    def start(key: PRNGKey) -> tuple[PPOCarry, PRNGKey]:
         init_key, reset_key, run_key = jax.random.split(key, 3)
         obs, env_state = reset(jax.random.split(reset_key, num_envs), env_params)
         params = init_params(init_key, obs[0])
         carry = PPOCarry(params, rl.init(params), optimizer.init(params), obs, env_state,
                          jnp.zeros((num_envs,), jnp.float32))
-        _, logs = jax.lax.scan(one_update, carry, jax.random.split(run_key, config.num_updates))
-        return logs
+        return carry, run_key
 
-    return train
+    def run_updates(carry: PPOCarry, run_key: PRNGKey, first: Array, count: int):
+        # fold_in(run_key, u) is split(run_key, U)[u] under JAX's (default) partitionable
+        # threefry, so runs keep the bits they had when the keys were split up front.
+        updates = jnp.asarray(first, jnp.int32) + jnp.arange(count, dtype=jnp.int32)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(run_key, updates)
+        carry, (logs, finite) = jax.lax.scan(one_update, carry, keys)
+        return carry, logs, finite
+
+    return start, run_updates
 
 
 def _has_final_obs(env: Environment, env_params: Any) -> bool:

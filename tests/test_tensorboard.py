@@ -1,0 +1,153 @@
+"""AggregateWriter: the scalars read back from the event file (parsed here from the TFRecord
+framing, no TensorBoard needed) equal numpy's nan-aware aggregates and rljax.stats' IQM;
+chunk logs land at the right steps; one-line errors; a clear ImportError without
+tensorboardX."""
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rljax.stats import aggregate_iqm
+from rljax.tensorboard import AggregateWriter, seed_aggregates, write_chunk_logs
+
+pytest.importorskip("tensorboardX")
+
+
+def read_scalars(logdir):
+    """``{(tag, step): value}`` of every scalar in the event files under ``logdir``.
+
+    A TFRecord is ``uint64 length, uint32 masked CRC of the length, data, uint32 masked
+    CRC of the data`` (little-endian); each ``data`` is an ``Event`` proto."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    scalars = {}
+    files = sorted(logdir.glob("events.out.tfevents.*"))
+    assert files, list(logdir.iterdir())
+    for path in files:
+        data = path.read_bytes()
+        offset = 0
+        while offset < len(data):
+            (length,) = struct.unpack_from("<Q", data, offset)
+            offset += 12
+            event = Event.FromString(data[offset:offset + length])
+            offset += length + 4
+            for value in event.summary.value:
+                scalars[(value.tag, event.step)] = value.simple_value
+    return scalars
+
+
+def expected(values):
+    finite = values[np.isfinite(values)]
+    return {"mean": np.mean(finite), "median": np.median(finite),
+            "iqm": aggregate_iqm(finite[:, None]), "q25": np.percentile(finite, 25),
+            "q75": np.percentile(finite, 75), "finite_seeds": finite.size}
+
+
+def test_aggregates_read_back_equal_numpy_and_stats_iqm(tmp_path):
+    rng = np.random.default_rng(0)
+    returns = rng.normal(100.0, 30.0, size=13)
+    returns[[2, 7]] = [np.nan, np.inf]  # two diverged seeds
+    episodes = rng.integers(0, 5, size=13).astype(np.int32)
+    with AggregateWriter(tmp_path) as writer:
+        writer.write(40, {"return": returns, "stats": {"episodes": episodes}})
+    scalars = read_scalars(tmp_path)
+    assert len(scalars) == 2 * 6
+    for name, values in (("return", returns), ("stats/episodes", episodes.astype(float))):
+        for statistic, value in expected(values).items():
+            got = scalars[(f"{name}/{statistic}", 40)]  # stored as float32
+            np.testing.assert_allclose(got, value, rtol=1e-6, err_msg=statistic)
+    assert scalars[("return/finite_seeds", 40)] == 11
+    # against numpy's nan-aware functions where the only non-finite values are NaN
+    no_inf = np.where(np.isinf(returns), np.nan, returns)
+    np.testing.assert_allclose(scalars[("return/mean", 40)], np.nanmean(no_inf), rtol=1e-6)
+    np.testing.assert_allclose(scalars[("return/median", 40)], np.nanmedian(no_inf), rtol=1e-6)
+    np.testing.assert_allclose(scalars[("return/q75", 40)], np.nanpercentile(no_inf, 75),
+                               rtol=1e-6)
+
+
+def test_iqm_is_the_middle_half_mean():
+    values = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 100.0])
+    assert seed_aggregates(values)["iqm"] == pytest.approx(np.mean([2.0, 3.0, 4.0, 5.0]))
+
+
+def test_no_finite_seed_writes_only_the_count(tmp_path):
+    assert seed_aggregates(np.array([np.nan, np.inf])) == {"finite_seeds": 0.0}
+    with AggregateWriter(tmp_path) as writer:
+        writer.write(0, {"loss": np.array([np.nan, np.nan])})
+    assert read_scalars(tmp_path) == {("loss/finite_seeds", 0): 0.0}
+
+
+def test_chunk_logs_row_by_row(tmp_path):
+    rng = np.random.default_rng(1)
+    logs = {"return_sum": rng.normal(size=(5, 3)), "ppo": {"loss": rng.normal(size=(5, 3))}}
+    with AggregateWriter(tmp_path) as writer:
+        write_chunk_logs(writer, logs, first_step=1024, steps_per_row=512)
+    scalars = read_scalars(tmp_path)
+    assert {step for _, step in scalars} == {1024, 1536, 2048}
+    for i, step in enumerate((1024, 1536, 2048)):
+        for name, values in (("return_sum", logs["return_sum"]), ("ppo/loss",
+                                                                   logs["ppo"]["loss"])):
+            want = expected(values[:, i])
+            for statistic in ("mean", "median", "iqm"):
+                np.testing.assert_allclose(scalars[(f"{name}/{statistic}", step)],
+                                           want[statistic], rtol=1e-6, atol=1e-7)
+
+
+def test_bad_inputs_fail_with_one_line(tmp_path):
+    with AggregateWriter(tmp_path) as writer:
+        cases = [
+            (lambda: writer.write(-1, {"x": np.ones(3)}), "^step:"),
+            (lambda: writer.write(1.5, {"x": np.ones(3)}), "^step:"),
+            (lambda: writer.write(0, {"x": np.ones((3, 2))}), "^x:"),
+            (lambda: writer.write(0, {"x": np.ones(0)}), "^x:"),
+            (lambda: write_chunk_logs(writer, {"x": np.ones(3)}, 0, 1), "^x:"),
+            (lambda: write_chunk_logs(writer, {"x": np.ones((3, 2)), "y": np.ones((3, 1))},
+                                      0, 1), "^y:"),
+            (lambda: write_chunk_logs(writer, {"x": np.ones((3, 2))}, 0, 0),
+             "^steps_per_row:"),
+            (lambda: write_chunk_logs(writer, {"x": np.ones((3, 2))}, -4, 1), "^first_step:"),
+        ]
+        for call, match in cases:
+            with pytest.raises(ValueError, match=match) as err:
+                call()
+            assert "\n" not in str(err.value)
+
+
+def test_missing_tensorboardx_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import now fails
+    with pytest.raises(ImportError, match=r"pip install 'rljax\[tensorboard\]'") as err:
+        AggregateWriter(tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_cli_tensorboard_writes_per_chunk_aggregates(tmp_path, monkeypatch):
+    """``rljax run ... --tensorboard DIR`` on a chunked study: one point per chunk, each the
+    aggregate over seeds of that chunk's logs (mean over the chunk's rows)."""
+    sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+    import chunked_study
+
+    from rljax import cli
+
+    real = cli.registry
+
+    class EntryPoint:
+        def load(self):
+            return chunked_study
+
+    monkeypatch.setattr(cli, "registry", lambda group: {
+        **real(group), **({"chunked-test": EntryPoint()} if group == cli.EXPERIMENT_GROUP
+                          else {})})
+    board = tmp_path / "tb"
+    args = ["run", "chunked-test", "--out", str(tmp_path / "out"), "--tensorboard", str(board),
+            "--set", "chunks=3", "--set", "width=8"]
+    assert cli.main(args) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    got = read_scalars(board / "01-walk")
+    for chunk in range(3):
+        values = np.array([row[chunk] for row in summary["x0"]], np.float32)
+        for name, value in expected(values).items():
+            assert got[(f"x0/{name}", chunk + 1)] == pytest.approx(float(value), rel=1e-6)
