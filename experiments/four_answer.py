@@ -235,7 +235,7 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "advantage_table": advantage_table(),
         "advantage_groups": [list(g) for g in ADVANTAGE_GROUPS],
         "clip_examples": clip_examples(config.clip_epsilon),
-        "seeds_per_second": config.seeds / max(result.run_seconds, 1e-9),
+        "seeds_per_second": config.seeds * result.timed_fraction / max(result.run_seconds, 1e-9),
         "compile_seconds": result.compile_seconds,
     }
     io.write_parquet(out_dir / "results.parquet", _curves_table(out))

@@ -202,6 +202,7 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     success: dict[str, np.ndarray] = {}
     compile_seconds = 0.0
     run_seconds = 0.0
+    timed_episodes = 0.0
     sweep_meta: dict[str, Any] = {}
     for mode in config.mode_list():
         train = make_chain_train(
@@ -218,9 +219,9 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         success[mode] = np.asarray(result.outputs["success"], dtype=bool)
         compile_seconds += result.compile_seconds
         run_seconds += result.run_seconds
+        timed_episodes += config.seeds * config.episodes * result.timed_fraction
         sweep_meta = {"num_devices": result.num_devices, "num_rounds": result.num_rounds}
 
-    total_episodes = config.seeds * config.episodes * len(success)
     summary: dict[str, Any] = {
         "experiment": NAME,
         "seeds": config.seeds,
@@ -229,7 +230,7 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         **sweep_meta,
     }
     summary.update(analyse(success, config, jax.random.key(config.base_seed + 1)))
-    summary["episodes_per_second"] = total_episodes / max(run_seconds, 1e-9)
+    summary["episodes_per_second"] = timed_episodes / max(run_seconds, 1e-9)
     summary["compile_seconds"] = compile_seconds
     summary["run_seconds"] = run_seconds
 

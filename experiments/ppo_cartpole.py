@@ -235,10 +235,9 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     num_updates = train_config.num_updates
     steps_per_seed = num_updates * train_config.batch_size
     steps_per_row = config.log_every * train_config.batch_size
-    # run_seconds excludes the first round's first chunk (timed with the compilation)
-    timed_chunks = (config.seeds * chunks.num_chunks
-                    - min(config.seeds, result.block_size * result.num_devices))
-    timed_steps = timed_chunks * config.chunk_updates * train_config.batch_size
+    # run_seconds covers result.timed_fraction of the work: not the first chunk (timed
+    # with the compilation), nor rounds or chunks read back from checkpoints on --resume
+    timed_steps = config.seeds * steps_per_seed * result.timed_fraction
 
     key = jax.random.key(config.base_seed + 1)
     curve_key, final_key = jax.random.split(key)

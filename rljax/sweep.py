@@ -80,6 +80,10 @@ class SweepResult:
       nonfinite: ``{seed id: first non-finite step}`` of the seeds whose run went
         NaN/inf (step -1 when the run does not report it); their rows are kept in
         ``outputs`` -- the other seeds are unaffected -- and analyses should drop them.
+      timed_fraction: the share of the run's work (seeds, or seeds x chunks) that
+        ``run_seconds`` covers: rounds read back on resume and, for a
+        :class:`ChunkedSweep`, the first chunk (timed with compilation) are not in it.
+        Throughput = total work x ``timed_fraction`` / ``run_seconds``.
     """
 
     outputs: Any
@@ -90,6 +94,7 @@ class SweepResult:
     num_devices: int
     num_rounds: int
     nonfinite: dict[int, int] = field(default_factory=dict)
+    timed_fraction: float = 1.0
 
     @property
     def num_seeds(self) -> int:
@@ -258,7 +263,7 @@ class _Setup:
         return bar
 
     def result(self, host_rounds: list[Any], sweep: Any, compile_seconds: float,
-               run_seconds: float) -> SweepResult:
+               run_seconds: float, timed_fraction: float) -> SweepResult:
         outputs = jax.tree_util.tree_map(
             lambda *xs: np.concatenate(xs, axis=0)[:self.num_seeds], *host_rounds)
         return SweepResult(
@@ -270,6 +275,7 @@ class _Setup:
             num_devices=len(sweep.devices),
             num_rounds=self.num_rounds,
             nonfinite=dict(sorted(self.nonfinite.items())),
+            timed_fraction=timed_fraction,
         )
 
 
@@ -385,7 +391,9 @@ class Sweep:
             self._collect(setup, bar, host_rounds, *pending)
         run_seconds = time.perf_counter() - start
         bar.close()
-        return setup.result(host_rounds, self, compile_seconds, run_seconds)
+        computed = sum(setup.seeds_in(r) for r in range(setup.num_rounds) if r not in done)
+        return setup.result(host_rounds, self, compile_seconds, run_seconds,
+                            computed / num_seeds)
 
     @staticmethod
     def _collect(setup: _Setup, bar: Any, host_rounds: list[Any], r: int, out: Any) -> None:
@@ -527,6 +535,7 @@ class ChunkedSweep:
         bar = setup.bar(num_seeds * self.num_chunks, "seed-chunk")
         start = time.perf_counter()
         first_call_end = None
+        timed_work = 0
         host_rounds = []
         tb = _tensorboard(setup)
         for r in range(setup.num_rounds):
@@ -565,6 +574,8 @@ class ChunkedSweep:
                                               chunk_logs)
                 if first_call_end is None:
                     first_call_end = time.perf_counter()
+                else:
+                    timed_work += setup.seeds_in(r)
                 if tb is not None and setup.num_rounds == 1:
                     tb.write_chunk(c, chunk_logs, setup.seeds_in(r))
                 bar.update(setup.seeds_in(r))
@@ -581,7 +592,8 @@ class ChunkedSweep:
         bar.close()
         end = time.perf_counter()
         first_call_end = end if first_call_end is None else first_call_end
-        result = setup.result(host_rounds, self, first_call_end - start, end - first_call_end)
+        result = setup.result(host_rounds, self, first_call_end - start, end - first_call_end,
+                              timed_work / (num_seeds * self.num_chunks))
         if tb is not None:
             if setup.num_rounds > 1:
                 for c in range(self.num_chunks):

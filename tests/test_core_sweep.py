@@ -85,3 +85,20 @@ def test_one_vs_eight_devices_bitwise(tmp_path):
     assert one == {"devices": 1, "rounds": 9}
     assert eight == {"devices": 8, "rounds": 2}
     np.testing.assert_array_equal(np.load(tmp_path / "one.npy"), np.load(tmp_path / "eight.npy"))
+
+
+def test_round_checkpoints_resume_and_timed_fraction(tmp_path):
+    """Finished rounds are saved; a resume reads them back (same bits) and its throughput
+    share says that none of the work was timed."""
+    from rljax.checkpoint import Checkpointer
+
+    sweep = Sweep(small_train(), block_size=16)
+    meta = {"study": "test"}
+    full = sweep.run(40, checkpointer=Checkpointer(tmp_path, metadata=meta), progress=False)
+    assert full.timed_fraction == 1.0
+    assert sorted(int(p.name) for p in (tmp_path / "rounds").iterdir()) == [0, 1, 2]
+    again = sweep.run(40, checkpointer=Checkpointer(tmp_path, metadata=meta), resume=True,
+                      progress=False)
+    assert again.timed_fraction == 0.0
+    for name in full.outputs:
+        np.testing.assert_array_equal(again.outputs[name], full.outputs[name])
