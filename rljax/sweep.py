@@ -135,6 +135,13 @@ def _set_blocks(sweep: Any, base_seed: int, block_size: int,
     sweep.round_size = sweep.block_size * len(sweep.devices)
 
 
+def _round_ids(sweep: Any, first_seed: int) -> jax.Array:
+    """Seed ids ``first_seed .. first_seed + round_size - 1`` (int32), a global array
+    sharded over the sweep's seed mesh."""
+    ids = np.arange(first_seed, first_seed + sweep.round_size, dtype=np.int32)
+    return global_array(ids, sweep.sharding)
+
+
 class NonFiniteFound(RuntimeError):
     """``--debug-nans``: the first operation that made a NaN (or inf) in one seed's run.
 
@@ -337,8 +344,7 @@ class Sweep:
         Returns the (asynchronous, device-resident) outputs ``[round_size, ...]``.
         """
         self.compile()
-        ids = np.arange(first_seed, first_seed + self.round_size, dtype=np.int32)
-        return self._compiled(global_array(ids, self.sharding))
+        return self._compiled(_round_ids(self, first_seed))
 
     def run(
         self,
@@ -489,8 +495,7 @@ class ChunkedSweep:
         self.compile_seconds = 0.0
 
     def _ids(self, r: int) -> jax.Array:
-        ids = np.arange(r * self.round_size, (r + 1) * self.round_size, dtype=np.int32)
-        return global_array(ids, self.sharding)
+        return _round_ids(self, r * self.round_size)
 
     def run(
         self,
