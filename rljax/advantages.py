@@ -33,7 +33,10 @@ class Baseline(NamedTuple):
 
 
 def no_baseline() -> Baseline:
-    """``b = 0``: plain REINFORCE (Williams, 1992)."""
+    """``b = 0``: plain REINFORCE (Williams, 1992).
+
+    ``update(state, episode_rewards [G]) -> (zeros [G], state)``; the state is ``()``.
+    """
 
     def init():
         return ()
@@ -56,6 +59,10 @@ def ema_baseline(initial: float = 0.5, rate: float = 0.05) -> Baseline:
     Args:
       initial: ``b_0``.
       rate: step size in ``(0, 1]``.
+
+    Returns:
+      A :class:`Baseline`: ``update(state, episode_rewards [G]) -> (b_k broadcast to
+      [G], state)``; the state is ``{"value": float32 []}``.
     """
     _check_rate(rate)
 
@@ -89,7 +96,10 @@ def group_mean_baseline() -> Baseline:
 
 def leave_one_out_baseline() -> Baseline:
     """``b_g = (sum_j R_j - R_g) / (G - 1)``: RLOO (Kool et al., 2019; Ahmadian et al.,
-    2024); unbiased because ``b_g`` never sees episode ``g``. Needs ``G >= 2``."""
+    2024); unbiased because ``b_g`` never sees episode ``g``. Needs ``G >= 2``.
+
+    ``update(state, episode_rewards [G]) -> (baseline [G], state)``; the state is ``()``.
+    """
 
     def init():
         return ()
@@ -115,7 +125,8 @@ BASELINES: dict[str, Callable[..., Baseline]] = {
 def make_baseline(name: str, **kwargs: Any) -> Baseline:
     """Build a baseline by name: one of ``none``, ``ema``, ``group_mean``, ``leave_one_out``.
 
-    ``kwargs`` go to the factory (``initial``, ``rate`` for ``ema``).
+    ``kwargs`` go to the factory (``initial``, ``rate`` for ``ema``). Every baseline maps
+    episode rewards ``[G]`` to baselines ``[G]`` (see :class:`Baseline`).
     """
     if name not in BASELINES:
         raise ValueError(f"baseline: must be one of {sorted(BASELINES)}, got {name!r}")
@@ -252,7 +263,11 @@ def leave_one_out_advantages(rewards: Array) -> Array:
 
 def make_group_advantage(name: str, **kwargs: Any) -> Callable[[Array], Array]:
     """A group advantage estimator by name (``group_relative``, ``group_mean``,
-    ``leave_one_out``); ``kwargs`` go to it (``epsilon``, ``ddof``)."""
+    ``leave_one_out``); ``kwargs`` go to it (``epsilon``, ``ddof``).
+
+    Returns:
+      ``advantage(rewards [..., G]) -> advantages [..., G]`` (groups on the last axis).
+    """
     table = {
         "group_relative": group_relative_advantages,
         "group_mean": group_mean_advantages,

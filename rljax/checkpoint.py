@@ -80,6 +80,10 @@ class CheckpointError(ValueError):
 class Checkpointer:
     """Saves and restores numbered checkpoints of a pytree in one directory.
 
+    The state is any pytree of arrays (numpy, jax, typed keys; e.g. a sweep block's state
+    with a leading ``[B]`` seed axis on every leaf); :meth:`restore` gives it back with the
+    saved shapes and dtypes, refusing a ``template`` whose structure or shapes differ.
+
     Attributes:
       directory: where the checkpoints live, one subdirectory per step.
       metadata: JSON-able facts the state depends on (config, code version, ...). It is

@@ -52,14 +52,20 @@ def is_primary() -> bool:
 
 def global_array(values: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
     """A global array with ``values`` (the same on every process) laid out by
-    ``sharding``; each process places only its own devices' shards."""
+    ``sharding``; each process places only its own devices' shards.
+
+    The result has the full shape of ``values`` (e.g. a round's seed ids ``[R]``).
+    """
     values = np.asarray(values)
     return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index])
 
 
 def to_host(tree: Any) -> Any:
     """Numpy copy of a pytree of (possibly multi-process) arrays, whole on every process
-    (``process_allgather`` over processes, ``device_get`` in one process)."""
+    (``process_allgather`` over processes, ``device_get`` in one process).
+
+    Each leaf keeps its global shape (e.g. ``[R, ...]`` for a round of ``R`` seeds).
+    """
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 

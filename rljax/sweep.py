@@ -60,7 +60,10 @@ MAX_SEEDS = 2**31 - 1 - 2**20  # seed ids are int32, with room for a padded last
 
 
 def seed_key(base_seed: int | jax.Array, seed_id: int | jax.Array) -> PRNGKey:
-    """The key of seed ``seed_id``: ``fold_in(jax.random.key(base_seed), seed_id)``."""
+    """The key of seed ``seed_id``: ``fold_in(jax.random.key(base_seed), seed_id)``.
+
+    Scalar ints in, one typed key ``[]`` out (vmap over ``seed_id`` ``[N]`` for keys ``[N]``).
+    """
     return jax.random.fold_in(jax.random.key(base_seed), seed_id)
 
 
@@ -98,6 +101,7 @@ class SweepResult:
 
     @property
     def num_seeds(self) -> int:
+        """Number of seeds run: the length of ``seed_ids`` ``[N]``."""
         return int(self.seed_ids.shape[0])
 
     @property
@@ -262,12 +266,13 @@ class _Setup:
                 self.opts.nonfinite.append({"sweep": self.name, "seed": seed, "step": step})
 
     def bar(self, total: int, unit: str) -> Any:
-        from tqdm.auto import tqdm
-
         disable = True if not is_primary() else _progress_disabled(self.progress)
-        bar = tqdm(total=total, desc=self.name, unit=unit, disable=disable,
-                   smoothing=0.1, dynamic_ncols=True)
-        return bar
+        if disable is True:  # tqdm.auto would warn in a kernel without ipywidgets
+            from tqdm import tqdm
+        else:
+            from tqdm.auto import tqdm
+        return tqdm(total=total, desc=self.name, unit=unit, disable=disable,
+                    smoothing=0.1, dynamic_ncols=True)
 
     def result(self, host_rounds: list[Any], sweep: Any, compile_seconds: float,
                run_seconds: float, timed_fraction: float) -> SweepResult:

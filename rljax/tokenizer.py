@@ -26,6 +26,9 @@ NUM_SPECIAL = 3
 class CharTokenizer:
     """Characters of ``alphabet`` <-> int ids (``PAD=0, BOS=1, EOS=2``, then the alphabet).
 
+    A string of ``L`` characters encodes to int32 ids ``[L]`` (numpy, on the host); token
+    arrays of any shape decode back to text.
+
     Attributes:
       alphabet: the allowed characters, each once.
     """
@@ -55,7 +58,7 @@ class CharTokenizer:
         return NUM_SPECIAL + index
 
     def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> np.ndarray:
-        """``text`` -> int32 ids ``[len(text) (+ BOS) (+ EOS)]``.
+        """``text`` -> int32 ids ``[L]``: ``L = len(text)``, plus one for each of BOS and EOS.
 
         Raises:
           ValueError: one line naming the first unknown character and its position.
@@ -75,6 +78,8 @@ class CharTokenizer:
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         """Ids -> text: PAD and BOS are skipped, the first EOS ends the text.
+
+        ``ids`` is a sequence or an int array of any shape (read flattened, e.g. ``[L]``).
 
         Raises:
           ValueError: an id outside ``[0, vocab_size)``.

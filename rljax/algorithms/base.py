@@ -22,14 +22,21 @@ from rljax.types import Grads, Metrics, Params, RLState
 
 class RLTransform(NamedTuple):
     """``init(params) -> rl_state``; ``update(params, rl_state, batch, key, **extra) ->
-    (grads, rl_state, metrics)``. Both are pure and jit/vmap-able."""
+    (grads, rl_state, metrics)``. Both are pure and jit/vmap-able.
+
+    Shapes: ``grads`` has the structure and leaf shapes of ``params``; ``metrics`` maps
+    names to float32 scalars ``[]``; ``batch`` is the algorithm's batch struct (e.g.
+    :class:`EpisodeBatch` ``[G, T]``, :class:`GroupBatch` ``[P, G, T]``) and ``key`` a typed
+    key ``[]`` (or ``None`` where the update draws nothing).
+    """
 
     init: Callable[[Params], RLState]
     update: Callable[..., tuple[Grads, RLState, Metrics]]
 
 
 class AsOptaxState(NamedTuple):
-    """State of :func:`as_optax`: the wrapped transform's state."""
+    """State of :func:`as_optax`: the wrapped transform's state, ``rl_state``, with the
+    leaf shapes its ``init`` gives (e.g. ``[]`` for an EMA baseline's value)."""
 
     rl_state: Any
 
@@ -43,6 +50,9 @@ def as_optax(rl: RLTransform) -> optax.GradientTransformationExtraArgs:
 
         tx = optax.chain(as_optax(rl), optax.clip_by_global_norm(0.5), optax.adam(3e-4))
         updates, state = tx.update(params, state, params, batch=batch, key=key)
+
+    The updates out have the structure and leaf shapes of ``params``; ``batch`` and
+    ``key`` are shaped as :class:`RLTransform` ``update`` takes them.
     """
 
     def init_fn(params):

@@ -403,7 +403,12 @@ class PPOChunkState(NamedTuple):
 
 class PPOChunks(NamedTuple):
     """A PPO run cut into chunks for :class:`rljax.sweep.ChunkedSweep` (unpacks as
-    ``init, advance, finish, num_chunks``)."""
+    ``init, advance, finish, num_chunks``).
+
+    One seed each: ``init(key []) -> PPOChunkState``; ``advance(state) -> (state, logs)``
+    with ``[C / W]`` log rows per chunk (C updates per chunk, W per row);
+    ``finish(state) -> {NONFINITE_STEP: int32 []}`` (see :func:`make_ppo_chunks`).
+    """
 
     init: Callable[[PRNGKey], PPOChunkState]
     advance: Callable[[PPOChunkState], tuple[PPOChunkState, dict[str, Array]]]

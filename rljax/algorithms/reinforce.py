@@ -51,7 +51,8 @@ class EpisodeBatch:
 
 @struct.dataclass
 class ReinforceState:
-    """``baseline``: the baseline's state pytree."""
+    """``baseline``: the baseline's state pytree (``{"value": float32 []}`` for
+    :func:`~rljax.advantages.ema_baseline`, ``()`` for the stateless baselines)."""
 
     baseline: Any
 

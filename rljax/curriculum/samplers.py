@@ -113,7 +113,8 @@ class Sampler(NamedTuple):
 
 @struct.dataclass
 class UniformState:
-    """State of ``uniform_sampler`` and ``dynamic_sampler``."""
+    """State of ``uniform_sampler`` and ``dynamic_sampler``: the classifier's
+    :class:`DifficultyState` (per-prompt arrays ``[P]`` and ring buffers ``[P, W]``)."""
 
     difficulty: DifficultyState
 
@@ -188,7 +189,9 @@ def uniform_sampler(classifier: DifficultyClassifier, prompts_per_step: int,
                     group_size: int) -> Sampler:
     """``M = prompts_per_step`` prompts uniform with replacement, ``group_size`` rollouts each.
 
-    ``info`` is empty.
+    ``select`` gives a :class:`Selection` with ``prompt_ids [M]``, ``rollouts [M]`` (all
+    ``group_size``) and ``mask [M, group_size]``; ``update`` takes rewards
+    ``[M, group_size]``. ``info`` is empty.
     """
     _check_int("prompts_per_step", prompts_per_step, 1)
     _check_int("group_size", group_size, 1)

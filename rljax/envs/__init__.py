@@ -13,6 +13,7 @@ from rljax.envs.base import Environment, EnvParams, EnvState
 from rljax.envs.chain import REWARD_MODES, ChainMDP, ChainParams, ChainState
 from rljax.envs.classic import CartPole, CartPoleParams, CartPoleState
 from rljax.envs.equation import EquationEnv, EquationParams, EquationState
+from rljax.envs.gymnax_adapter import GymnaxEnv, from_gymnax
 
 __all__ = [
     "Environment",
@@ -34,6 +35,8 @@ __all__ = [
     "EquationEnv",
     "EquationParams",
     "EquationState",
+    "GymnaxEnv",
+    "from_gymnax",
     "ArithmeticTask",
     "Problems",
     "Rewards",

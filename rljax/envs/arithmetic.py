@@ -83,6 +83,7 @@ from rljax.tokenizer import ARITHMETIC_ALPHABET, BOS_ID, EOS_ID, NUM_SPECIAL, PA
 from rljax.types import Array, PRNGKey
 
 LEVEL_NAMES = ("add1", "addsub2", "addsub3", "mul", "equation")
+"""Names of the five difficulty levels, indexed by level id (``Problems.level``)."""
 NUM_LEVELS = len(LEVEL_NAMES)
 EQUATION_LEVEL = 4
 REWARD_KEYS = ("accuracy", "format", "process")
@@ -582,6 +583,10 @@ def _is_int(value) -> bool:
 @dataclass(frozen=True)
 class ArithmeticTask:
     """Verifiable arithmetic: sample problems, score completions (module docstring).
+
+    Shapes: :meth:`sample` gives :class:`Problems` with int32 prompts ``[N, Lp]`` and
+    solutions ``[N, Ls]``; :meth:`rewards` scores completions ``[N, T]`` into
+    :class:`Rewards` of float32 ``[N]`` (and ``step_correct [N, S]``).
 
     Attributes:
       levels: the levels to draw from, uniformly over the tuple's entries (a repeated

@@ -42,6 +42,9 @@ class BanditParams:
 class KAnswerBandit(Environment):
     """One prompt, K answers; ``step`` pays ``answer_rewards[action]`` and terminates.
 
+    Observation: int32 scalar ``[]``, always 0; action: int32 scalar ``[]`` in
+    ``[0, K)``; ``reward`` float32 ``[]``; ``info`` is empty.
+
     Args:
       answer_rewards: ``[K]`` reward per answer (K >= 1).
     """
@@ -64,13 +67,17 @@ class KAnswerBandit(Environment):
 
     @property
     def num_states(self) -> int:
+        """Number of distinct observations: 1 (the one prompt)."""
         return 1
 
     def reset_env(self, key: PRNGKey, params: BanditParams):
+        """Returns ``(obs, state)`` with the only observation, int32 ``0`` of shape ``[]``."""
         del key, params
         return jnp.int32(0), BanditState(time=jnp.int32(0))
 
     def step_env(self, key: PRNGKey, state: BanditState, action: Array, params: BanditParams):
+        """Pays ``answer_rewards[action]`` (float32 ``[]``) for ``action`` (int32 ``[]``) and
+        terminates; returns ``(obs [], state, reward [], terminated [], truncated [], {})``."""
         del key
         reward = params.answer_rewards[action]
         return (jnp.int32(0), BanditState(time=state.time + 1), reward, jnp.bool_(True),
@@ -295,9 +302,12 @@ class PromptBank(Environment):
 
     @property
     def num_states(self) -> int:
+        """Number of distinct observations: the ``P`` prompt ids."""
         return self.num_prompts
 
     def reset_env(self, key: PRNGKey, params: PromptBankParams):
+        """Draws a prompt uniformly; returns ``(obs, state)`` with ``obs`` the prompt id,
+        int32 ``[]`` in ``[0, P)``."""
         del params
         prompt = jax.random.randint(key, (), 0, self.num_prompts, jnp.int32)
         return prompt, PromptBankState(time=jnp.int32(0), prompt=prompt)
@@ -305,7 +315,11 @@ class PromptBank(Environment):
     def step_env(self, key: PRNGKey, state: PromptBankState, action: Array,
                  params: PromptBankParams):
         """Pays ``1[action == correct[prompt]]`` and terminates; ``info["prompt"]`` is the
-        prompt answered (the returned obs is already the next episode's prompt)."""
+        prompt answered (the returned obs is already the next episode's prompt).
+
+        ``action`` is int32 ``[]``; returns ``(obs [], state, reward [], terminated [],
+        truncated [], {"prompt": int32 []})``.
+        """
         del key
         reward = (action == params.correct[state.prompt]).astype(jnp.float32)
         new_state = PromptBankState(time=state.time + 1, prompt=state.prompt)

@@ -44,6 +44,13 @@ class Environment:
 
     Subclasses implement :meth:`reset_env`, :meth:`step_env`, :attr:`num_actions` and
     :meth:`default_params`; the base class supplies auto-reset in :meth:`step`.
+
+    Shapes, for one environment (a batch of environments is a ``vmap``): ``key`` is a
+    typed key ``[]``; ``action`` an int32 scalar ``[]`` in ``[0, num_actions)``;
+    ``reward`` a float32 scalar ``[]``; ``terminated`` and ``truncated`` bool scalars
+    ``[]``; ``obs`` has the subclass's observation shape (``[]`` int32 for
+    :class:`ChainMDP`, ``[4]`` float32 for :class:`CartPole`, ``[8]`` float32 for
+    :class:`EquationEnv`); ``info`` maps names to arrays (scalars unless documented).
     """
 
     @property
@@ -57,7 +64,12 @@ class Environment:
         raise NotImplementedError
 
     def reset(self, key: PRNGKey, params: EnvParams | None = None) -> tuple[Array, Any]:
-        """Start an episode. Returns ``(obs, state)``."""
+        """Start an episode from ``key`` (a typed key ``[]``).
+
+        Returns:
+          ``(obs, state)``: the first observation (the environment's observation shape,
+          e.g. ``[]`` or ``[4]``) and the state pytree (scalar leaves unless documented).
+        """
         params = self.default_params if params is None else params
         return self.reset_env(key, params)
 
@@ -70,8 +82,18 @@ class Environment:
     ) -> tuple[Array, Any, Array, Array, Array, dict[str, Array]]:
         """Advance one step with auto-reset.
 
-        Returns ``(obs, state, reward, terminated, truncated, info)``; on episode end the
-        obs/state are of the next episode's first step (reset with a key split from ``key``).
+        Args:
+          key: typed key ``[]``.
+          state: the state pytree from :meth:`reset` or the previous :meth:`step`.
+          action: int32 scalar ``[]`` in ``[0, num_actions)``.
+          params: the environment's params (``default_params`` when ``None``).
+
+        Returns:
+          ``(obs, state, reward, terminated, truncated, info)``: ``obs`` with the
+          environment's observation shape, ``reward`` float32 ``[]``, ``terminated`` and
+          ``truncated`` bool ``[]``, ``info`` a dict of (scalar unless documented) arrays.
+          On episode end ``obs``/``state`` are of the next episode's first step (reset
+          with a key split from ``key``); the other values describe the step that ended.
         """
         params = self.default_params if params is None else params
         key_step, key_reset = jax.random.split(key)
@@ -85,11 +107,18 @@ class Environment:
         return obs, state, reward, terminated, truncated, info
 
     def reset_env(self, key: PRNGKey, params: Any) -> tuple[Array, Any]:
-        """Environment-specific reset (no auto-reset logic)."""
+        """Environment-specific reset (no auto-reset logic): ``key [] -> (obs, state)``.
+
+        Shapes as in :meth:`reset`.
+        """
         raise NotImplementedError
 
     def step_env(
         self, key: PRNGKey, state: Any, action: Array, params: Any
     ) -> tuple[Array, Any, Array, Array, Array, dict[str, Array]]:
-        """Environment-specific step (no auto-reset logic)."""
+        """Environment-specific step (no auto-reset logic).
+
+        Shapes as in :meth:`step`: ``action`` int32 ``[]`` -> ``(obs, state, reward [],
+        terminated [], truncated [], info)``.
+        """
         raise NotImplementedError

@@ -29,6 +29,7 @@ from rljax.envs.base import Environment
 from rljax.types import Array, PRNGKey
 
 REWARD_MODES = ("orm", "prm")
+"""The values of ``ChainMDP(reward_mode=...)``: outcome (ORM) or process (PRM) reward."""
 
 
 @struct.dataclass
@@ -48,6 +49,9 @@ class ChainParams:
 
 class ChainMDP(Environment):
     """N-step chain with outcome (ORM) and process (PRM) rewards; see the module docstring.
+
+    Observation: the step index, int32 scalar ``[]`` in ``[0, N)``; action: int32 scalar
+    ``[]`` in ``{0, 1}``; ``reward`` and every ``info`` entry are float32 scalars ``[]``.
 
     Args:
       length: chain length N (>= 1).
@@ -76,11 +80,17 @@ class ChainMDP(Environment):
         return self.length
 
     def reset_env(self, key: PRNGKey, params: ChainParams) -> tuple[Array, ChainState]:
+        """Start at step 0: ``obs = 0`` (int32 ``[]``), no correct steps yet."""
         del key, params
         state = ChainState(time=jnp.int32(0), num_correct=jnp.int32(0))
         return state.time, state
 
     def step_env(self, key: PRNGKey, state: ChainState, action: Array, params: ChainParams):
+        """Score ``action`` (int32 ``[]``; 1 is correct) and move to the next step.
+
+        Returns ``(obs [], state, reward [], terminated [], truncated [], info)``, every
+        ``info`` value a float32 scalar (see the module docstring); ``terminated`` on step N.
+        """
         del key
         correct = action == 1
         num_correct = state.num_correct + correct.astype(jnp.int32)

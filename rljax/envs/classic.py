@@ -50,8 +50,8 @@ class CartPoleState:
 
 @struct.dataclass
 class CartPoleParams:
-    """Physical constants (pytree leaves, so a sweep may vmap over them) and the static
-    episode-length limit."""
+    """Physical constants (float32 scalar pytree leaves ``[]``, so a sweep may vmap over
+    them) and the static episode-length limit."""
 
     gravity: float = 9.8
     masscart: float = 1.0
@@ -66,6 +66,10 @@ class CartPoleParams:
 
 class CartPole(Environment):
     """CartPole-v1 with auto-reset; see the module docstring.
+
+    Observation: ``[x, x_dot, theta, theta_dot]`` float32 ``[4]``; action: int32 scalar
+    ``[]`` in ``{0, 1}`` (1 pushes right); ``reward`` float32 ``[]`` (1 per step);
+    ``info["final_obs"]`` float32 ``[4]``, the observation before auto-reset.
 
     Args:
       max_steps_in_episode: time limit (>= 1); default 500 as in ``CartPole-v1``.
@@ -96,6 +100,7 @@ class CartPole(Environment):
         return (4,)
 
     def reset_env(self, key: PRNGKey, params: CartPoleParams) -> tuple[Array, CartPoleState]:
+        """A state drawn from ``U(-0.05, 0.05)^4``; returns ``(obs [4], state)``."""
         del params
         x, x_dot, theta, theta_dot = jax.random.uniform(
             key, (4,), jnp.float32, minval=-0.05, maxval=0.05
@@ -106,6 +111,11 @@ class CartPole(Environment):
 
     def step_env(self, key: PRNGKey, state: CartPoleState, action: Array,
                  params: CartPoleParams):
+        """One Euler step of the physics for ``action`` (int32 ``[]``).
+
+        Returns ``(obs [4], state, reward [], terminated [], truncated [], info)`` with
+        ``info["final_obs"]`` float32 ``[4]`` (equal to ``obs`` until auto-reset replaces it).
+        """
         del key
         p = params
         force = jnp.where(action == 1, p.force_mag, -p.force_mag).astype(jnp.float32)

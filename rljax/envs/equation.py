@@ -65,7 +65,8 @@ class EquationState:
 
 @struct.dataclass
 class EquationParams:
-    """``level``: difficulty 0-3 (int32 leaf); ``max_steps``: episode limit (static)."""
+    """``level``: difficulty 0-3 (int32 scalar leaf ``[]``); ``max_steps``: episode limit
+    (static)."""
 
     level: Array = struct.field(default_factory=lambda: jnp.int32(1))
     max_steps: int = struct.field(pytree_node=False, default=8)
@@ -151,6 +152,7 @@ class EquationEnv(Environment):
 
     @property
     def answer_action(self) -> int:
+        """The action that states the answer ``d``: the last one, ``6K - 1``."""
         return self.num_actions - 1
 
     def observation(self, state: EquationState, params: EquationParams) -> Array:
@@ -178,7 +180,10 @@ class EquationEnv(Environment):
         ])
 
     def apply_move(self, coeffs: Array, action: Array) -> Array:
-        """The coefficients after ``action`` (no validity check; see :meth:`action_mask`)."""
+        """The coefficients after ``action`` (no validity check; see :meth:`action_mask`).
+
+        ``coeffs`` int32 ``[4]`` = (a, b, c, d), ``action`` int32 ``[]`` -> int32 ``[4]``.
+        """
         k2 = 2 * self.k
         ops = self.operands
         divisors = _divisors(self.k)
@@ -196,6 +201,8 @@ class EquationEnv(Environment):
         return new.astype(jnp.int32)
 
     def reset_env(self, key: PRNGKey, params: EquationParams):
+        """A fresh equation at ``params.level``; returns ``(obs, state)``, ``obs`` float32
+        ``[8]``."""
         coeffs, solution = sample_equation(key, params.level)
         state = EquationState(coeffs=coeffs, solution=solution, time=jnp.int32(0),
                               answered=jnp.bool_(False), answer=jnp.int32(0))
@@ -203,6 +210,12 @@ class EquationEnv(Environment):
 
     def step_env(self, key: PRNGKey, state: EquationState, action: Array,
                  params: EquationParams):
+        """Apply move ``action`` (int32 ``[]``; invalid moves change nothing).
+
+        Returns ``(obs [8], state, reward [], terminated [], truncated [], info)``: reward
+        is the outcome verifier; ``info`` holds float32 ``[]`` ``process_reward`` and
+        ``outcome_reward``, bool ``[]`` ``valid`` and ``answered``, int32 ``[]`` ``answer``.
+        """
         del key
         valid = self.action_mask(state)[action]
         is_answer = action == self.answer_action

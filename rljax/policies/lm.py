@@ -267,6 +267,10 @@ class TinyLM:
     Hashable (a frozen dataclass), so it can be closed over by jitted functions, and every
     method is pure: ``jax.vmap`` over a seed axis of ``params`` and keys works.
 
+    Shapes: tokens are int ``[B, T]`` with a mask ``[B, T]`` (``T <= context_length``);
+    :meth:`logits` gives float32 ``[B, T, V]`` (``V = vocab_size``), :meth:`values`
+    float32 ``[B, T]``; :meth:`generate` samples a :class:`Completion` of ``[B, N]`` arrays.
+
     Attributes:
       config: the sizes (:class:`LMConfig`), validated on construction.
     """
@@ -313,7 +317,9 @@ class TinyLM:
     def init(self, key: PRNGKey) -> Params:
         """Fresh parameters (normal draws only; vmap over keys for a seed axis).
 
-        Runs as one compiled program (cached per config), also when called eagerly."""
+        ``key`` is a typed key ``[]``; vmapped over keys ``[S]``, every parameter leaf
+        gets a leading seed axis ``[S, ...]``. Runs as one compiled program (cached per
+        config), also when called eagerly."""
         return _init_params(self, key)
 
     def _forward(self, params: Params, tokens: Array, mask: Array) -> Array:

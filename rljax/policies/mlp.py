@@ -92,7 +92,8 @@ def sequential_init(init: Callable[..., Params]) -> Callable[..., Params]:
       init: ``init(key, obs) -> params`` (any positional array arguments).
 
     Returns:
-      A function with the same signature and results.
+      A function with the same signature and results: vmapped over keys ``[S]``, every
+      parameter leaf gets a leading ``[S]`` axis, exactly as with a plain ``vmap``.
     """
     return jax.custom_batching.sequential_vmap(init)
 

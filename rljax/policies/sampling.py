@@ -75,6 +75,8 @@ def categorical_from_uniform(u: Array, logits: Array) -> Array:
 
 SMALL_AXIS = 16
 MASKED_LOGIT = -1e30  # invalid actions; finite, so an all-invalid row never gives NaN
+"""The logit :func:`masked_logits` gives invalid actions: finite, so a softmax over a row
+with every action invalid is uniform instead of NaN."""
 
 
 def masked_logits(logits: Array, mask: Array) -> Array:

@@ -12,7 +12,11 @@ from rljax.types import Array, Params, PRNGKey
 
 
 class Policy(NamedTuple):
-    """A pure policy: ``init(key, obs) -> params`` and ``apply(params, obs) -> logits``."""
+    """A pure policy: ``init(key, obs) -> params`` and ``apply(params, obs) -> logits``.
+
+    ``obs`` has the environment's observation shape, optionally with leading batch axes
+    ``[..., *obs_shape]``; ``logits`` are float32 ``[..., A]`` over ``A`` actions.
+    """
 
     init: Callable[[PRNGKey, Array], Params]
     apply: Callable[[Params, Array], Array]

@@ -23,7 +23,11 @@ from rljax.types import Array, Params
 
 
 def process_verifier_score(obs: Array, info: dict[str, Array]) -> Array:
-    """Score a child by the step verifier's reward of the move that produced it."""
+    """Score a child by the step verifier's reward of the move that produced it.
+
+    ``(child obs, info) -> info["process_reward"]``, a float32 scalar ``[]`` per child
+    (the default ``score_fn`` of :func:`beam_search`).
+    """
     del obs
     return info["process_reward"]
 

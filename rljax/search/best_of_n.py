@@ -170,5 +170,9 @@ def weighted_vote(candidates: Candidates, weights: Array) -> tuple[Array, Array]
 
 def majority_vote(candidates: Candidates) -> tuple[Array, Array]:
     """Self-consistency: the most frequent stated answer (:func:`weighted_vote` with
-    unit weights)."""
+    unit weights).
+
+    ``candidates`` holds ``[N]`` attempts; returns ``(answer, correct)``, two scalars ``[]``
+    (int32 answer, float32 outcome-verifier verdict) as :func:`weighted_vote` does.
+    """
     return weighted_vote(candidates, jnp.ones_like(candidates.outcome))

@@ -94,6 +94,8 @@ class RecurrentFnOutput:
 
 
 RecurrentFn = Callable[[Params, chex.PRNGKey, chex.Array, Any], tuple[RecurrentFnOutput, Any]]
+"""``recurrent_fn(params, key, action [B], embedding) -> (RecurrentFnOutput, embedding)``:
+one model step for all ``B`` trees at once, embeddings a pytree of ``[B, ...]`` (mctx's)."""
 
 
 @struct.dataclass
@@ -124,7 +126,11 @@ class GumbelMuZeroExtraData:
 
 
 def masked_argmax(to_argmax: chex.Array, invalid_actions: chex.Array | None) -> chex.Array:
-    """``argmax`` over valid actions (``-inf`` where invalid; action 0 if none is valid)."""
+    """``argmax`` over valid actions (``-inf`` where invalid; action 0 if none is valid).
+
+    ``to_argmax`` ``[..., A]`` and bool ``invalid_actions`` ``[..., A]`` (or ``None``) ->
+    int32 ``[...]``.
+    """
     if invalid_actions is not None:
         chex.assert_equal_shape([to_argmax, invalid_actions])
         to_argmax = jnp.where(invalid_actions, -jnp.inf, to_argmax)

@@ -36,6 +36,7 @@ from rljax.stats.data import (
     atari100k_reference_scores,
     atari100k_scores,
 )
+from rljax.stats.export import from_rliable_scores, to_rliable_scores
 from rljax.stats.intervals import (
     METRICS,
     Metric,
@@ -85,6 +86,7 @@ __all__ = [
     "cohens_d",
     "expected_ci_width",
     "expected_mean_ci_width",
+    "from_rliable_scores",
     "hedges_g",
     "holm",
     "interval_estimate",
@@ -106,6 +108,7 @@ __all__ = [
     "simulated_power",
     "simulated_seeds",
     "stratified_replicates",
+    "to_rliable_scores",
     "trimmed_mean_metric",
     "welch_power",
     "welch_seeds",

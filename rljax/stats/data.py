@@ -13,6 +13,8 @@ from importlib import resources
 import numpy as np
 
 ATARI100K_ALGORITHMS = ("SPR", "DrQ(eps)", "CURL", "IRIS", "SimPLe")
+"""The agents whose published Atari 100k per-run scores ship with rljax
+(:func:`atari100k_scores`)."""
 _FILES = {"SPR": "SPR.json", "DrQ(eps)": "DrQ(eps).json", "IRIS": "IRIS.json",
           "SimPLe": "SimPLe.json", "CURL": "CURL_10_evals.json"}
 

@@ -209,17 +209,26 @@ OPTIMALITY_GAP = Metric(
     _optimality_gap_kernel, 1.0,
 )
 METRICS: dict[str, Metric] = {m.name: m for m in (MEAN, MEDIAN, IQM, OPTIMALITY_GAP)}
+"""The named metrics (``"mean"``, ``"median"``, ``"iqm"``, ``"optimality_gap"``) that a
+``metric="..."`` argument accepts; each maps scores ``[N, M]`` (runs x tasks) to a
+scalar."""
 
 
 def trimmed_mean_metric(proportion: float) -> Metric:
-    """Metric for the ``proportion``-trimmed mean of pooled scores (IQM: 0.25)."""
+    """Metric for the ``proportion``-trimmed mean of pooled scores (IQM: 0.25).
+
+    Like every :class:`Metric`: scores ``[N, M]`` (runs x tasks) in, a scalar out.
+    """
     if not 0.0 <= float(proportion) < 0.5:
         raise ValueError(f"proportion must be in [0, 0.5), got {proportion!r}")
     return IQM._replace(name=f"trimmed_mean({proportion:g})", params=float(proportion))
 
 
 def optimality_gap_metric(gamma: float = 1.0) -> Metric:
-    """Metric for the optimality gap at target ``gamma``."""
+    """Metric for the optimality gap at target ``gamma``.
+
+    Like every :class:`Metric`: scores ``[N, M]`` (runs x tasks) in, a scalar out.
+    """
     return OPTIMALITY_GAP._replace(name=f"optimality_gap({gamma:g})", params=float(gamma))
 
 

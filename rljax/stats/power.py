@@ -40,7 +40,10 @@ TESTS = ("welch", "mannwhitney")
 
 
 class PowerCurve(NamedTuple):
-    """Smallest ``n`` reaching the target power (``None`` if none in the grid) and the curve."""
+    """Smallest ``n`` reaching the target power (``None`` if none in the grid) and the curve.
+
+    ``n_grid`` int ``[K]`` seed counts and ``power`` float64 ``[K]``, the power at each.
+    """
 
     n: int | None
     n_grid: np.ndarray
@@ -238,8 +241,10 @@ def simulated_seeds(pilot_x, pilot_y=None, *, key: jax.Array, delta: float = 0.0
       power: target power.
       n_grid: increasing seed counts to evaluate.
 
+    Pilots are ``[P_x]`` and ``[P_y]`` per-seed scores, as for :func:`simulated_power`.
+
     Returns:
-      :class:`PowerCurve` ``(n, n_grid, power)``.
+      :class:`PowerCurve` ``(n, n_grid [K], power [K])``.
     """
     power = _probability(power, "power")
     key = check_key(key)
