@@ -492,8 +492,29 @@ def _orbax_save(path: Path, arrays: dict[str, np.ndarray]) -> None:
 def _orbax_restore(path: Path, target: dict[str, np.ndarray]) -> dict[str, Any]:
     import orbax.checkpoint as ocp
 
+    _hide_closed_loop_callbacks()  # before: a failing read's callbacks may fire at once
     with _quiet_absl(), _orbax_checkpointer() as ckptr:
         return ckptr.restore(path.absolute(), args=ocp.args.StandardRestore(target))
+
+
+def _hide_closed_loop_callbacks() -> None:
+    """When a restore fails, tensorstore may still complete reads whose callbacks try to
+    schedule on orbax's already closed asyncio loop; each prints a ``RuntimeError: Event
+    loop is closed`` traceback (through ``sys.excepthook``), which would turn a one-line
+    error into a wall of text. Filter exactly that error; pass everything else on."""
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "_rljax_closed_loop_filter", False):
+        return
+
+    def hook(kind, value, traceback):
+        if kind is RuntimeError and str(value) == "Event loop is closed":
+            return
+        previous(kind, value, traceback)
+
+    hook._rljax_closed_loop_filter = True
+    sys.excepthook = hook
 
 
 @contextlib.contextmanager

@@ -114,7 +114,9 @@ def test_sigkill_within_a_round_then_resume_is_bitwise(tmp_path):
                                 script=CHUNKED), cwd=tmp_path, env=_env(),
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines()[-1].startswith(
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1, bad.stderr  # one line, no orbax/tensorstore noise after it
+    assert lines[0].startswith(
         f"error: checkpoint: {states / str(newest)} is corrupted or unreadable")
     victim.write_bytes(original)
     done = subprocess.run(_rljax("run", "chunked-test", "--out", str(out), "--resume",
