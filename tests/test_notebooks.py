@@ -74,3 +74,14 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     text = _text_outputs(nb)
     assert EXPECTED[path.name].search(text), (
         f"{path.name} did not print the expected line; its output ends with:\n{text[-2000:]}")
+
+
+def test_notebooks_match_their_generator():
+    """The stored notebooks are exactly what ``scripts/make_notebooks.py`` writes (a
+    notebook edited by hand, or a source edited without regenerating, fails here)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_notebooks.py"),
+                           "--check"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
