@@ -5,33 +5,14 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.rliable_import import import_rliable
 
 from rljax import stats
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _import_rliable():
-    """rliable 1.2.0 under pandas 3 (the shim of tests/test_stats_vs_rliable.py: arch < 8
-    calls pandas' private ``deprecate_kwarg`` in the pandas-2 form at import time)."""
-    import pandas.util._decorators as decorators
-
-    original = decorators.deprecate_kwarg
-
-    def compatible(*args, **kwargs):
-        if args and isinstance(args[0], str):  # pandas < 3 form: (old_name, new_name)
-            args = (FutureWarning, *args)
-        return original(*args, **kwargs)
-
-    decorators.deprecate_kwarg = compatible
-    try:
-        from rliable import library, metrics
-    finally:
-        decorators.deprecate_kwarg = original
-    return library, metrics
-
-
-rly, rmetrics = _import_rliable()
+rly, rmetrics = import_rliable()
 
 
 def _table(seed=0):

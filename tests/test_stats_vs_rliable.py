@@ -10,31 +10,14 @@ rljax depends on rliable).
 import jax
 import numpy as np
 import pytest
+from helpers.rliable_import import import_rliable
 
 from rljax import stats
 
 pytestmark = pytest.mark.timeout(240)
 
 
-def _import_rliable():
-    import pandas.util._decorators as decorators
-
-    original = decorators.deprecate_kwarg
-
-    def compatible(*args, **kwargs):
-        if args and isinstance(args[0], str):  # pandas < 3 form: (old_name, new_name)
-            args = (FutureWarning, *args)
-        return original(*args, **kwargs)
-
-    decorators.deprecate_kwarg = compatible
-    try:
-        from rliable import library, metrics
-    finally:
-        decorators.deprecate_kwarg = original
-    return library, metrics
-
-
-rly, rmetrics = _import_rliable()
+rly, rmetrics = import_rliable()
 
 
 def _data():
