@@ -6,7 +6,8 @@ trained actor is the search prior, the trained critic its value.
 One update of :func:`make_equation_grpo_train`'s ``train(key)``:
 
 1. sample ``P`` training problems, each at a level drawn from ``config.level_weights``
-   (problems in the held-out split, :func:`is_held_out`, are redrawn);
+   (:func:`training_problems`: problems in the held-out split,
+   :func:`rljax.envs.equation.is_held_out`, are redrawn, so training never sees one);
 2. ``G`` attempts per problem with the masked policy at ``config.temperature`` for
    ``T = max_steps`` moves (an attempt stops at its answer; later steps are masked out),
    recording features ``[P, G, T, 8]``, action masks ``[P, G, T, 60]``, actions,
@@ -53,12 +54,14 @@ from rljax.algorithms import multi_step_update
 from rljax.algorithms.base import RLTransform
 from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.envs.equation import (
+    HOLDOUT_MODULUS,
     NUM_LEVELS,
     EquationEnv,
     EquationParams,
     EquationState,
     distance_to_solved,
-    sample_equation,
+    is_held_out,
+    sample_split_equation,
 )
 from rljax.policies.equation import equation_actor_critic, masked_logits, masked_policy
 from rljax.policies.sampling import categorical_log_prob, sample_masked
@@ -111,7 +114,7 @@ class EquationTrainConfig:
     encoding: str = "onehot"
     temperature: float = 1.0
     max_steps: int = 8
-    holdout_modulus: int = 5
+    holdout_modulus: int = HOLDOUT_MODULUS
     seed: int = 0
 
     def __post_init__(self):
@@ -140,43 +143,27 @@ class EquationTrainConfig:
 # Problems and the held-out split
 
 
-def is_held_out(coeffs: Array, modulus: int) -> Array:
-    """Whether the problem ``coeffs`` (int32 ``[..., 4]``) is in the held-out split: a
-    32-bit mix of the four coefficients is 0 mod ``modulus`` (False everywhere when
-    ``modulus <= 1``)."""
-    if modulus <= 1:
-        return jnp.zeros(coeffs.shape[:-1], bool)
-    h = jnp.zeros(coeffs.shape[:-1], jnp.uint32)
-    for i in range(4):
-        h = (h ^ coeffs[..., i].astype(jnp.uint32)) * jnp.uint32(0x9E3779B1)
-        h = h ^ (h >> 15)
-    return h % jnp.uint32(modulus) == 0
+# ``is_held_out`` and ``sample_problem`` moved to rljax.envs.equation (the library owns the
+# split); the old names stay importable from here.
+sample_problem = sample_split_equation
 
 
-def sample_problem(key: PRNGKey, level: Array, modulus: int, held_out: bool
-                   ) -> tuple[Array, Array]:
-    """``(coeffs [4], solution)`` at ``level`` from one side of the split (rejection
-    sampling with ``lax.while_loop``; traceable and vmappable)."""
+def training_problems(key_levels: PRNGKey, key_problems: PRNGKey,
+                      config: EquationTrainConfig, num: int) -> tuple[Array, Array, Array]:
+    """``num`` training problems: ``(levels [num], coeffs [num, 4], solutions [num])``.
 
-    def draw(k):
-        return sample_equation(k, level)
-
-    def wrong_side(carry):
-        coeffs, _, _ = carry
-        return is_held_out(coeffs, modulus) != held_out
-
-    def redraw(carry):
-        _, _, k = carry
-        k, sub = jax.random.split(k)
-        coeffs, solution = draw(sub)
-        return coeffs, solution, k
-
-    k, sub = jax.random.split(key)
-    coeffs, solution = draw(sub)
-    if modulus <= 1:
-        return coeffs, solution
-    coeffs, solution, _ = jax.lax.while_loop(wrong_side, redraw, (coeffs, solution, k))
-    return coeffs, solution
+    Levels are drawn (``key_levels``) from ``config.level_weights``; each problem comes
+    (``key_problems``) from the *training* side of the split
+    (:func:`rljax.envs.equation.sample_split_equation` with ``held_out=False``), so no
+    update ever sees an evaluation problem. :func:`make_equation_grpo_train` draws every
+    update's batch through this function.
+    """
+    level_logits = jnp.log(jnp.asarray(config.level_weights, jnp.float32))
+    levels = jax.random.categorical(key_levels, level_logits, shape=(num,)).astype(jnp.int32)
+    coeffs, solution = jax.vmap(
+        lambda k, lv: sample_split_equation(k, lv, config.holdout_modulus, False))(
+            jax.random.split(key_problems, num), levels)
+    return levels, coeffs, solution
 
 
 def start_state(coeffs: Array, solution: Array) -> EquationState:
@@ -309,7 +296,9 @@ def make_equation_grpo_train(config: EquationTrainConfig = EquationTrainConfig()
       the update's ``P G`` attempts that were right), ``signal_fraction`` (groups whose
       outcomes differ), ``process_reward`` (mean step-verifier reward per alive step),
       ``loss``, ``value_loss``, ``kl``, ``clip_fraction``, and ``level_accuracy`` /
-      ``level_count`` ``[updates, 4]`` (attempt accuracy per level; NaN where none).
+      ``level_count`` ``[updates, 4]`` (attempt accuracy per level; NaN where none), and
+      ``held_out_drawn`` ``[updates]`` (how many of the update's problems lie in the
+      evaluation split; 0 unless the split is broken).
     """
     env = EquationEnv()
     env_params = EquationParams(level=jnp.int32(0), max_steps=config.max_steps)
@@ -325,7 +314,8 @@ def make_equation_grpo_train(config: EquationTrainConfig = EquationTrainConfig()
     rl = _with_critic_and_entropy(rl, masked_policy(net.actor.apply), net.value,
                                   config.value_coef, config.entropy_coef)
     optimizer = optax.adam(config.learning_rate)
-    level_logits = jnp.log(jnp.asarray(config.level_weights, jnp.float32))
+    # The evaluation split the logs check against (the default one when training's is off).
+    split_modulus = config.holdout_modulus if config.holdout_modulus > 1 else HOLDOUT_MODULUS
 
     def attempts(params, key, coeffs, solution):
         # G attempts at one problem.
@@ -360,11 +350,9 @@ def make_equation_grpo_train(config: EquationTrainConfig = EquationTrainConfig()
 
         def one_update(carry, u):
             params, rl_state, opt_state = carry
-            levels = jax.random.categorical(jax.random.fold_in(key_levels, u), level_logits,
-                                            shape=(p,)).astype(jnp.int32)
-            coeffs, solution = jax.vmap(
-                lambda k, lv: sample_problem(k, lv, config.holdout_modulus, False))(
-                    jax.random.split(jax.random.fold_in(key_problems, u), p), levels)
+            levels, coeffs, solution = training_problems(
+                jax.random.fold_in(key_levels, u), jax.random.fold_in(key_problems, u),
+                config, p)
             key_attempts, key_update = jax.random.split(jax.random.fold_in(key_run, u))
             record = jax.vmap(attempts, in_axes=(None, 0, 0, 0))(
                 params, jax.random.split(key_attempts, p), coeffs, solution)
@@ -404,6 +392,7 @@ def make_equation_grpo_train(config: EquationTrainConfig = EquationTrainConfig()
                 "clip_fraction": metrics["clip_fraction"],
                 "level_accuracy": level_accuracy,
                 "level_count": count,
+                "held_out_drawn": jnp.sum(is_held_out(coeffs, split_modulus)),
             }
             return (params, rl_state, opt_state), logs
 

@@ -12,6 +12,11 @@ logits ``z = log p``; only the third answer (p = 0.2) has reward 1. With
   starting policy;
 * the GRPO advantage table for four reward groups and PPO's clipped objective for three
   (A, r) pairs.
+
+The post's claim about the GRPO run (:data:`CLAIM`): with groups of 8, 60 GRPO steps
+take p(correct) from 0.20 to 0.99 without a KL penalty and to 0.94 with one. The study
+states it in its report and ``summary.json`` (``claim``) beside a ``verdict`` from what it
+measures with this implementation (plain SGD at ``learning_rate``, untuned).
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ import numpy as np
 import optax
 import pandas as pd
 
-from rljax import io, losses, stats
+from rljax import io, losses
 from rljax.advantages import group_relative_advantages
 from rljax.algorithms import GroupBatch, grpo
 from rljax.config import require_float, require_int
 from rljax.policies import categorical_log_prob, sample_categorical, tabular_softmax
 from rljax.report import Figure, figures_table, format_number
+from rljax.stats.reported import reported_interval
 from rljax.sweep import DEFAULT_BLOCK_SIZE, Sweep
 
 NAME = "four-answer"
@@ -43,6 +49,13 @@ REWARDS = (0.0, 0.0, 1.0, 0.0)
 CORRECT = 2
 ADVANTAGE_GROUPS = ((1, 0, 0, 1), (1, 0, 0, 0), (0, 0, 0, 0), (1, 1, 1, 1))
 CLIP_CASES = ((1.0, 1.5), (-1.0, 0.5), (-1.0, 1.5))  # (A, r)
+
+#: The post's claim about GRPO from this policy (steps, group size, p(correct) figures).
+CLAIM = {"steps": 60, "group_size": 8, "p_start": 0.20, "p_no_kl": 0.99, "p_kl": 0.94}
+CLAIM_TEXT = ("GRPO with groups of 8 takes p(correct) from 0.20 to 0.99 in 60 steps without "
+              "a KL penalty, and to 0.94 with one")
+#: How far a measured median may be from a claimed figure and still reproduce it.
+CLAIM_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True)
@@ -169,12 +182,48 @@ def clip_examples(epsilon: float) -> list[dict[str, float]]:
             for (a, r), v in zip(CLIP_CASES, np.asarray(loss), strict=True)]
 
 
-def _median(x):
-    return jnp.median(x)
+def verdict(summary: dict[str, Any], config: Config) -> dict[str, Any]:
+    """The verdict on :data:`CLAIM` from the measured medians and the paired difference.
 
+    The claim's figures are reproduced when both measured medians are within
+    :data:`CLAIM_TOLERANCE` of the claimed ones; the KL ordering (no KL above KL) holds
+    when the interval of the paired difference (no KL - KL, mean over seeds) lies above 0,
+    is reversed when it lies below, and is unresolved otherwise.
 
-def _mean(x):
-    return jnp.mean(x)
+    Args:
+      summary: the study's summary (``grpo_p_correct_*`` and ``grpo_kl_gap*`` keys).
+      config: the study's config.
+
+    Returns:
+      ``{"figures_reproduced": bool, "kl_ordering": "holds" | "reversed" | "unresolved",
+      "same_setting": bool, "text": str}``.
+    """
+    no_kl, kl = summary["grpo_p_correct_no_kl"], summary["grpo_p_correct_kl"]
+    low, high = summary["grpo_kl_gap_ci"]
+    same = config.grpo_steps == CLAIM["steps"] and config.group_size == CLAIM["group_size"]
+    reproduced = (abs(no_kl - CLAIM["p_no_kl"]) <= CLAIM_TOLERANCE
+                  and abs(kl - CLAIM["p_kl"]) <= CLAIM_TOLERANCE)
+    ordering = "holds" if low > 0 else "reversed" if high < 0 else "unresolved"
+    setting = (f"{config.grpo_steps} steps, groups of {config.group_size}"
+               + ("" if same else f" (the claim's setting is {CLAIM['steps']} steps, groups "
+                  f"of {CLAIM['group_size']})"))
+    figures = (f"the claim's figures are {'reproduced' if reproduced else 'not reproduced'} "
+               f"at this rate: p(correct) {format_number(no_kl)} without KL vs "
+               f"{CLAIM['p_no_kl']:g} claimed, {format_number(kl)} with KL vs "
+               f"{CLAIM['p_kl']:g} claimed (medians over seeds)")
+    order = {
+        "holds": "the ordering (no KL ends higher than KL) holds",
+        "reversed": "the ordering is reversed (KL ends higher)",
+        "unresolved": "the ordering is not resolved (the interval of the gap contains 0)",
+    }[ordering]
+    text = (f"With this implementation ({setting}, plain SGD at learning rate "
+            f"{config.learning_rate:g}, untuned) {figures}; {order}: no KL minus KL "
+            f"{format_number(summary['grpo_kl_gap'])} [{format_number(low)}, "
+            f"{format_number(high)}] (mean paired difference). The rate is not tuned: the "
+            "claim's figures may come from another rate or optimizer, which a learning-rate "
+            "sweep would settle.")
+    return {"figures_reproduced": bool(reproduced), "kl_ordering": ordering,
+            "same_setting": bool(same), "text": text}
 
 
 def run(config: Config, out_dir: Path) -> dict[str, Any]:
@@ -184,9 +233,13 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     out = result.outputs
     keys = iter(jax.random.split(jax.random.key(config.base_seed + 1), 16))
 
-    def ci(statistic, x):
-        return stats.bootstrap_ci(statistic, np.asarray(x, np.float32), key=next(keys),
-                                  reps=config.bootstrap_reps)
+    notes: dict[str, str] = {}
+
+    def ci(statistic, *x):
+        iv = reported_interval(statistic, *(np.asarray(v, np.float64) for v in x),
+                               key=next(keys), reps=config.bootstrap_reps)
+        notes[statistic] = iv.note.rstrip(".")
+        return iv
 
     err = np.asarray(out["mc_max_abs_err"], np.float64)
     err_b = np.asarray(out["mc_max_abs_err_baseline"], np.float64)
@@ -209,35 +262,43 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "samples": config.samples,
         "exact_gradient": [round(float(x), 6) for x in exact_gradient()],
         "mc_grad_max_abs_err_median": float(np.median(err)),
-        "mc_grad_max_abs_err_median_ci": list(ci(_median, err)[1:]),
+        "mc_grad_max_abs_err_median_ci": list(ci("median", err)[1:3]),
         "mc_grad_max_abs_err_quantiles": {q: float(np.quantile(err, float(q)))
                                           for q in ("0.05", "0.25", "0.5", "0.75", "0.95")},
         "mc_grad_within_tolerance_fraction": float(np.mean(err <= config.tolerance)),
         "mc_grad_max_abs_err_with_baseline_median": float(np.median(err_b)),
         "mc_samples_for_tolerance_on_most_keys": n_needed,
         "var_no_baseline": float(np.mean(var0)),
-        "var_no_baseline_ci": list(ci(_mean, var0)[1:]),
+        "var_no_baseline_ci": list(ci("mean", var0)[1:3]),
         "var_with_baseline": float(np.mean(var1)),
-        "var_with_baseline_ci": list(ci(_mean, var1)[1:]),
+        "var_with_baseline_ci": list(ci("mean", var1)[1:3]),
         "var_no_baseline_exact": var0_exact,
         "var_with_baseline_exact": var1_exact,
         "grpo_learning_rate": config.learning_rate,
         "grpo_kl_beta": config.kl_beta,
         "grpo_p_correct_start": PROBS[CORRECT],
         "grpo_p_correct_no_kl": float(np.median(final_no_kl)),
-        "grpo_p_correct_no_kl_ci": list(ci(_median, final_no_kl)[1:]),
+        "grpo_p_correct_no_kl_ci": list(ci("median", final_no_kl)[1:3]),
         "grpo_p_correct_no_kl_spread": [float(np.quantile(final_no_kl, 0.025)),
                                         float(np.quantile(final_no_kl, 0.975))],
         "grpo_p_correct_kl": float(np.median(final_kl)),
-        "grpo_p_correct_kl_ci": list(ci(_median, final_kl)[1:]),
+        "grpo_p_correct_kl_ci": list(ci("median", final_kl)[1:3]),
         "grpo_p_correct_kl_spread": [float(np.quantile(final_kl, 0.025)),
                                      float(np.quantile(final_kl, 0.975))],
+        "grpo_kl_gap": float(np.mean(final_no_kl - final_kl)),
+        "grpo_kl_gap_ci": list(ci("paired_difference", final_no_kl, final_kl)[1:3]),
         "advantage_table": advantage_table(),
         "advantage_groups": [list(g) for g in ADVANTAGE_GROUPS],
         "clip_examples": clip_examples(config.clip_epsilon),
         "seeds_per_second": config.seeds * result.timed_fraction / max(result.run_seconds, 1e-9),
         "compile_seconds": result.compile_seconds,
     }
+    summary["interval_notes"] = notes
+    summary["claim"] = CLAIM_TEXT
+    summary["claim_figures"] = dict(CLAIM)
+    judged = verdict(summary, config)
+    summary["verdict"] = judged.pop("text")
+    summary["verdict_details"] = judged
     io.write_parquet(out_dir / "results.parquet", _curves_table(out))
     io.write_parquet(out_dir / "mc.parquet", pd.DataFrame({
         "seed": np.arange(config.seeds, dtype=np.int32), "mc_max_abs_err": err,
@@ -311,6 +372,8 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
                s["grpo_p_correct_kl"], *s["grpo_p_correct_kl_ci"],
                f"2.5-97.5 % of seeds: {format_number(s['grpo_p_correct_kl_spread'][0])}-"
                f"{format_number(s['grpo_p_correct_kl_spread'][1])}"),
+        Figure("GRPO p(correct): no KL minus KL (mean paired difference)", s["grpo_kl_gap"],
+               *s["grpo_kl_gap_ci"], "same sampling keys per seed"),
     ]
     adv_rows = "\n".join(
         f"| {g} | {', '.join(f'{x:.4f}' for x in row)} |"
@@ -323,6 +386,9 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         f"{config.seeds} seeds. Policy (0.4, 0.3, 0.2, 0.1) as softmax logits; only answer 3 "
         "(p = 0.2) is rewarded.", "",
         figures_table(figures), "",
+        "## Claim and verdict", "",
+        f"Claim (the post): {s['claim']}.", "",
+        f"Verdict: {s['verdict']}", "",
         "## GRPO advantages, groups of 4 (population std, epsilon 1e-6)", "",
         "| rewards | advantages |", "|---|---|", adv_rows, "",
         f"## PPO clipped objective, epsilon {config.clip_epsilon:g}", "",
@@ -349,8 +415,12 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         f"{config.kl_beta:g} (DeepSeekMath's default) to the starting policy, which holds "
         "the policy back towards its start.", "",
         "## Procedure", "",
-        f"Intervals: 95 % percentile bootstrap over seeds ({config.bootstrap_reps} resamples) "
-        "of the median (errors, p(correct)) or the mean (variances). Empirical variances use "
-        "ddof = 1 within each seed's samples. Both GRPO variants use the same sampling keys "
-        "per seed.", "",
+        "Intervals over seeds (`rljax.stats.reported.reported_interval`): medians (errors, "
+        f"p(correct)): {s['interval_notes']['median']}; means (variances): "
+        f"{s['interval_notes']['mean']}; the no KL - KL gap: "
+        f"{s['interval_notes']['paired_difference']} ({config.bootstrap_reps} resamples "
+        "where the method resamples). Empirical variances use ddof = 1 within each seed's "
+        "samples. Both GRPO variants use the same sampling keys per seed. The policy and "
+        "the rewarded answer are fixed (no data draw varies across seeds); seeds vary the "
+        "Monte Carlo samples and GRPO's sampled groups.", "",
     ])

@@ -20,9 +20,18 @@ step would exceed it):
 * ``rollout_gdro`` -- per-bin rollout counts by the square-root rule with a shadow price
   keeping the mean at ``G``.
 
+**The bank is drawn per seed** (``bank="per_seed"``, the default): seed ``i``'s bank comes
+from ``fold_in(key_i, BANK_STREAM)``, so an interval over seeds covers the variation over
+banks as well as over training noise, and every method sees the same bank on the same
+seed (comparisons stay paired). ``bank="fixed"`` draws one bank from ``bank_seed`` for
+every seed; its intervals then speak for that one bank only (review of issue 14: Prompt-
+GDRO's gain over uniform was +5.5 %, +6.1 % and +6.75 % on three fixed banks, with
+non-overlapping intervals, so a fixed bank understates the uncertainty about the method).
+
 Reported per seed: exact pass@8 of the final policy over all prompts and over the hardest
 prompts (initial success probability below ``hard_p0``), the signal fraction of each
-step, and the samplers' bin weights / rollout allocations over training.
+step, the samplers' bin weights / rollout allocations over training, and the bank's
+mean initial success and number of hard prompts.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ import pandas as pd
 
 from rljax import io, stats
 from rljax.algorithms import GroupBatch, grpo
-from rljax.config import ConfigError, require_float, require_int
+from rljax.config import ConfigError, require_choice, require_float, require_int
 from rljax.curriculum import (
     DifficultyClassifier,
     dynamic_filter,
@@ -53,6 +62,7 @@ from rljax.curriculum import (
 from rljax.envs import PromptBank
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.report import Figure, figures_table, format_number
+from rljax.stats.reported import measured_coverage, recommended_method, reported_interval
 from rljax.sweep import Sweep
 
 NAME = "gdro"
@@ -60,6 +70,11 @@ DESCRIPTION = ("Uniform GRPO vs dynamic sampling vs Prompt-GDRO vs Rollout-GDRO 
                "rollouts on a heavy-tailed prompt bank: pass@8 overall and on hard prompts")
 
 METHODS = ("uniform", "dynamic", "prompt_gdro", "rollout_gdro")
+BANK_MODES = ("per_seed", "fixed")
+BOOTSTRAP_METHODS = ("percentile", "basic", "bca")
+#: ``fold_in`` data of the per-seed bank's key (the bytes "bank"; far from the small
+#: counters ``split`` uses, so the bank's stream is not one of the step keys').
+BANK_STREAM = int.from_bytes(b"bank", "big")
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,7 @@ class Config:
     seeds: int = 256
     block_size: int = 256
     base_seed: int = 0
+    bank: str = "per_seed"  # or "fixed": one bank from bank_seed for every seed
     bank_seed: int = 2024
     num_prompts: int = 256
     num_answers: int = 8
@@ -105,6 +121,7 @@ class Config:
                      "oversample", "window", "pass_k", "bootstrap_reps"):
             require_int(name, getattr(self, name), 1)
         require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
+        require_choice("bank", self.bank, BANK_MODES)
         require_int("bank_seed", self.bank_seed, 0, 2**31 - 1)
         require_int("num_answers", self.num_answers, 2)
         require_int("group_size", self.group_size, 2)
@@ -167,12 +184,28 @@ def masked_group_advantages(rewards: jax.Array, mask: jax.Array,
     return jnp.where(spread & mask, (rewards - mean) / (std + epsilon), 0.0)
 
 
+def bank_key(config: Config, key: jax.Array) -> jax.Array:
+    """The key of seed ``key``'s prompt bank.
+
+    ``fold_in(key, BANK_STREAM)`` when ``config.bank == "per_seed"`` (a bank per seed, the
+    same for every method on that seed), ``key(bank_seed)`` when ``"fixed"``.
+
+    Args:
+      config: the study's config.
+      key: the seed's key (a scalar typed key).
+
+    Returns:
+      A scalar typed key.
+    """
+    if config.bank == "fixed":
+        return jax.random.key(config.bank_seed)
+    return jax.random.fold_in(key, BANK_STREAM)
+
+
 def make_train(config: Config, method: str):
     """``train(key) -> outputs`` of one seed for ``method`` (module docstring)."""
     bank = PromptBank(num_prompts=config.num_prompts, num_answers=config.num_answers)
-    params = bank.sample_params(jax.random.key(config.bank_seed))
-    sampler = build_methods(config, params.p0)[method]
-    hard = params.p0 < config.hard_p0
+    sampler = build_methods(config, None)[method]
     budget = config.budget
     num_steps = math.ceil(config.budget_steps * 1.25)
     optimizer = optax.sgd(config.learning_rate)
@@ -181,6 +214,8 @@ def make_train(config: Config, method: str):
         return policy["logits"][obs]
 
     def train(key):
+        params = bank.sample_params(bank_key(config, key))
+        hard = params.p0 < config.hard_p0
         policy = {"logits": params.prior_logits}
         opt_state = optimizer.init(policy)
         state = sampler.init(None)
@@ -241,6 +276,8 @@ def make_train(config: Config, method: str):
             "hard_pass8": jnp.sum(jnp.where(hard, passk, 0.0)) / jnp.maximum(jnp.sum(hard), 1),
             "rollouts": used,
             "updates": jnp.sum(logs["active"]),
+            "bank_mean_p0": jnp.mean(params.p0),
+            "bank_hard_prompts": jnp.sum(hard),
             NONFINITE_STEP: first_nonfinite_step(logs.pop("finite")),
             **logs,
         }
@@ -248,59 +285,90 @@ def make_train(config: Config, method: str):
     def transform(n):
         return grpo(apply, group_size=n, kl_beta=0.0, aggregation="token-mean")
 
-    return train, params
-
-
-def _mean(x):
-    return jnp.mean(x)
+    return train
 
 
 def _rel_gain(a, b):
     return jnp.mean(a) / jnp.mean(b) - 1.0
 
 
+def _interval(statistic, *samples, key, config: Config) -> dict[str, Any]:
+    iv = reported_interval(statistic, *samples, key=key, reps=config.bootstrap_reps)
+    return {"point": float(iv.point), "ci": [float(iv.low), float(iv.high)],
+            "method": iv.method, "coverage": iv.coverage, "note": iv.note.rstrip(".")}
+
+
+def _relative_gain(a, b, *, key, config: Config) -> dict[str, Any]:
+    """Paired bootstrap of ``mean(a) / mean(b) - 1`` with the method recommended for the
+    paired difference of means at this n (a smooth function of two paired means, the
+    closest listed statistic), whose measured coverage is the one that applies."""
+    n = a.shape[0]
+    method = recommended_method("paired_difference", n)
+    if method not in BOOTSTRAP_METHODS:  # e.g. "t": no bootstrap analogue for a ratio
+        method = "bca"
+    iv = stats.bootstrap_ci(_rel_gain, a, b, key=key, reps=config.bootstrap_reps,
+                            paired=True, method=method)
+    return {"point": float(iv.point), "ci": [float(iv.low), float(iv.high)],
+            "method": method, "coverage": measured_coverage(method, "paired_difference", n)}
+
+
 def run(config: Config, out_dir: Path) -> dict[str, Any]:
     """Run the study; writes results.parquet, summary.json, report.md and figures."""
     outputs, seconds = {}, {}
-    params = None
     for method in METHODS:
-        train, params = make_train(config, method)
+        train = make_train(config, method)
         result = Sweep(train, base_seed=config.base_seed,
                        block_size=config.block_size).run(config.seeds, desc=f"{NAME}:{method}")
         outputs[method] = result.outputs
         seconds[method] = result.compile_seconds + result.run_seconds
     keys = iter(jax.random.split(jax.random.key(config.base_seed + 5), 64))
-    scores = {m: np.asarray(outputs[m]["pass8"], np.float64)[:, None] for m in METHODS}
-    hard_scores = {m: np.asarray(outputs[m]["hard_pass8"], np.float64)[:, None]
-                   for m in METHODS}
-    iqm = stats.interval_estimates(scores, "iqm", key=next(keys), reps=config.bootstrap_reps)
-    hard_iqm = stats.interval_estimates(hard_scores, "iqm", key=next(keys),
-                                        reps=config.bootstrap_reps)
-    rel, rel_hard = {}, {}
+    scores = {m: np.asarray(outputs[m]["pass8"], np.float64) for m in METHODS}
+    hard_scores = {m: np.asarray(outputs[m]["hard_pass8"], np.float64) for m in METHODS}
+    iqm = {m: _interval("iqm", scores[m], key=next(keys), config=config) for m in METHODS}
+    hard_iqm = {m: _interval("iqm", hard_scores[m], key=next(keys), config=config)
+                for m in METHODS}
+    rel, rel_hard, diff = {}, {}, {}
     for m in METHODS[1:]:
-        rel[m] = stats.bootstrap_ci(_rel_gain, scores[m][:, 0], scores["uniform"][:, 0],
-                                    key=next(keys), reps=config.bootstrap_reps, paired=True)
-        rel_hard[m] = stats.bootstrap_ci(_rel_gain, hard_scores[m][:, 0],
-                                         hard_scores["uniform"][:, 0], key=next(keys),
-                                         reps=config.bootstrap_reps, paired=True)
-    p0 = np.asarray(params.p0)
+        rel[m] = _relative_gain(scores[m], scores["uniform"], key=next(keys), config=config)
+        rel_hard[m] = _relative_gain(hard_scores[m], hard_scores["uniform"], key=next(keys),
+                                     config=config)
+        diff[m] = _interval("paired_difference", scores[m], scores["uniform"], key=next(keys),
+                            config=config)
+    mean_p0 = np.asarray(outputs["uniform"]["bank_mean_p0"], np.float64)
+    hard_count = np.asarray(outputs["uniform"]["bank_hard_prompts"], np.float64)
     summary: dict[str, Any] = {
         "experiment": NAME,
         "seeds": config.seeds,
         "budget_rollouts_per_seed": config.budget,
-        "bank": {"prompts": config.num_prompts, "answers": config.num_answers,
-                 "mean_p0": float(p0.mean()), "hard_prompts": int((p0 < config.hard_p0).sum()),
+        "bank": {"mode": config.bank,
+                 "bank_seed": config.bank_seed if config.bank == "fixed" else None,
+                 "prompts": config.num_prompts, "answers": config.num_answers,
+                 "distinct_banks": int(np.unique(mean_p0).size),
+                 "mean_p0": float(mean_p0.mean()),
+                 "mean_p0_range": [float(mean_p0.min()), float(mean_p0.max())],
+                 "hard_prompts": float(hard_count.mean()),
+                 "hard_prompts_range": [int(hard_count.min()), int(hard_count.max())],
                  "hard_p0": config.hard_p0},
-        "pass8": {m: float(iqm[m].point) for m in METHODS},
-        "pass8_ci": {m: [float(iqm[m].low), float(iqm[m].high)] for m in METHODS},
-        "hard_pass8": {m: float(hard_iqm[m].point) for m in METHODS},
-        "hard_pass8_ci": {m: [float(hard_iqm[m].low), float(hard_iqm[m].high)]
-                          for m in METHODS},
-        "rel_gain": {m: float(rel[m].point) for m in rel},
-        "rel_gain_ci": {m: [float(rel[m].low), float(rel[m].high)] for m in rel},
-        "hard_rel_gain": {m: float(rel_hard[m].point) for m in rel_hard},
-        "hard_rel_gain_ci": {m: [float(rel_hard[m].low), float(rel_hard[m].high)]
-                             for m in rel_hard},
+        "pass8": {m: iqm[m]["point"] for m in METHODS},
+        "pass8_ci": {m: iqm[m]["ci"] for m in METHODS},
+        "hard_pass8": {m: hard_iqm[m]["point"] for m in METHODS},
+        "hard_pass8_ci": {m: hard_iqm[m]["ci"] for m in METHODS},
+        "rel_gain": {m: rel[m]["point"] for m in rel},
+        "rel_gain_ci": {m: rel[m]["ci"] for m in rel},
+        "hard_rel_gain": {m: rel_hard[m]["point"] for m in rel_hard},
+        "hard_rel_gain_ci": {m: rel_hard[m]["ci"] for m in rel_hard},
+        "pass8_diff": {m: diff[m]["point"] for m in diff},
+        "pass8_diff_ci": {m: diff[m]["ci"] for m in diff},
+        "intervals": {
+            "iqm": {"method": iqm["uniform"]["method"],
+                    "coverage": iqm["uniform"]["coverage"], "note": iqm["uniform"]["note"]},
+            "paired_difference": {"method": diff["dynamic"]["method"],
+                                  "coverage": diff["dynamic"]["coverage"],
+                                  "note": diff["dynamic"]["note"]},
+            "rel_gain": {"method": rel["dynamic"]["method"],
+                         "coverage": rel["dynamic"]["coverage"],
+                         "coverage_of": "paired_difference"},
+        },
         "rollouts_total": {m: float(np.mean(outputs[m]["rollouts"])) for m in METHODS},
         "updates": {m: float(np.mean(outputs[m]["updates"])) for m in METHODS},
         "signal_fraction": {m: float(np.nanmean(outputs[m]["signal"])) for m in METHODS},
@@ -309,7 +377,9 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     io.write_parquet(out_dir / "results.parquet", pd.DataFrame([
         {"method": m, "seed": s, "pass8": float(outputs[m]["pass8"][s]),
          "hard_pass8": float(outputs[m]["hard_pass8"][s]),
-         "rollouts": int(outputs[m]["rollouts"][s]), "updates": int(outputs[m]["updates"][s])}
+         "rollouts": int(outputs[m]["rollouts"][s]), "updates": int(outputs[m]["updates"][s]),
+         "bank_mean_p0": float(outputs[m]["bank_mean_p0"][s]),
+         "bank_hard_prompts": int(outputs[m]["bank_hard_prompts"][s])}
         for m in METHODS for s in range(config.seeds)]))
     io.write_json(out_dir / "summary.json", summary)
     _plots(outputs, config, out_dir)
@@ -350,6 +420,42 @@ def _draw(outputs: dict[str, Any], config: Config, out_dir: Path) -> None:
     io.write_figure(out_dir / "curriculum.png", fig)
 
 
+def _bank_sentence(summary: dict[str, Any], config: Config) -> str:
+    bank = summary["bank"]
+    shape = f"{bank['prompts']} prompts x {bank['answers']} answers"
+    if bank["mode"] == "fixed":
+        return (f"one fixed bank (bank_seed {bank['bank_seed']}) of {shape} for every seed "
+                f"(mean initial success {format_number(bank['mean_p0'])}, "
+                f"{bank['hard_prompts']:.0f} prompts with p0 < {config.hard_p0})")
+    lo, hi = bank["mean_p0_range"]
+    hlo, hhi = bank["hard_prompts_range"]
+    return (f"a bank of {shape} drawn per seed ({bank['distinct_banks']} distinct banks; "
+            f"mean initial success {format_number(bank['mean_p0'])}, range "
+            f"{format_number(lo)}-{format_number(hi)}; {bank['hard_prompts']:.1f} prompts "
+            f"with p0 < {config.hard_p0} on average, {hlo}-{hhi})")
+
+
+def reading(summary: dict[str, Any], config: Config) -> str:
+    """A short plain-language reading: what this implementation measures on this toy."""
+    def gain(m):
+        low, high = summary["rel_gain_ci"][m]
+        return (f"{100 * summary['rel_gain'][m]:+.1f} % [{100 * low:+.1f}, "
+                f"{100 * high:+.1f}]")
+
+    scope = ("banks drawn per seed, so the intervals cover the variation over banks"
+             if summary["bank"]["mode"] == "per_seed" else
+             "one fixed bank, so the intervals speak for that bank only, not for the "
+             "method over banks")
+    return (
+        f"On this toy (a tabular policy: the prompts share no parameters, so nothing learnt "
+        f"on one prompt helps another; {scope}) this implementation of Prompt-GDRO changes "
+        f"pass@{config.pass_k} over uniform GRPO by {gain('prompt_gdro')}, Rollout-GDRO by "
+        f"{gain('rollout_gdro')} and DAPO dynamic sampling by {gain('dynamic')} at equal "
+        "rollouts. These figures are about this implementation of the samplers on this "
+        "bank distribution; they neither confirm nor refute the papers' figures, which come "
+        "from language models whose prompts share parameters.")
+
+
 def report_markdown(summary: dict[str, Any], config: Config) -> str:
     figures = []
     for m in METHODS:
@@ -367,22 +473,36 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         figures.append(Figure(f"{m}: relative gain on hard prompts",
                               summary["hard_rel_gain"][m], *summary["hard_rel_gain_ci"][m],
                               "ratio of means - 1, paired"))
-    bank = summary["bank"]
+        figures.append(Figure(f"{m}: pass@{config.pass_k} minus uniform's",
+                              summary["pass8_diff"][m], *summary["pass8_diff_ci"][m],
+                              "mean paired difference"))
+    iv = summary["intervals"]
+    rel_cov = iv["rel_gain"]["coverage"]
+    rel_cov_text = "not measured" if rel_cov is None else f"{rel_cov:.3f}"
+    bank_procedure = (
+        f"Each seed draws its own bank (key fold_in(seed key, {BANK_STREAM})); every method "
+        "sees the same bank on the same seed, so the paired comparisons pair banks too."
+        if config.bank == "per_seed" else
+        f"The bank is held fixed across seeds (bank_seed {config.bank_seed}): the intervals "
+        "cover training noise on that one bank, not the variation over banks.")
     return "\n".join([
         f"# {NAME}", "", DESCRIPTION + ".", "",
-        f"{config.seeds} seeds; one bank of {bank['prompts']} prompts x {bank['answers']} "
-        f"answers (mean initial success {format_number(bank['mean_p0'])}, "
-        f"{bank['hard_prompts']} prompts with p0 < {config.hard_p0}); budget "
+        f"{config.seeds} seeds; {_bank_sentence(summary, config)}; budget "
         f"{summary['budget_rollouts_per_seed']:,} rollouts per seed for every method "
         f"({config.budget_steps} steps x {config.prompts_per_step} prompts x "
         f"{config.group_size} rollouts for uniform).", "",
         figures_table(figures), "",
         "Signal fraction (mean over training): " + ", ".join(
             f"{m} {format_number(v)}" for m, v in summary["signal_fraction"].items()) + ".", "",
+        "## Reading", "",
+        reading(summary, config), "",
         "## Procedure", "",
         "pass@k is exact for the tabular policy, 1 - (1 - p_i)^k averaged over prompts. "
-        "IQM intervals: stratified percentile bootstrap over seeds; relative gains: paired "
-        f"bootstrap of the ratio of means ({config.bootstrap_reps} resamples). Dynamic "
+        f"{bank_procedure} IQM intervals: {iv['iqm']['note']}. Paired differences: "
+        f"{iv['paired_difference']['note']}. Relative gains (ratio of means - 1): paired "
+        f"{iv['rel_gain']['method']} bootstrap ({config.bootstrap_reps} resamples); the "
+        "coverage that applies is the paired difference's at this n, measured "
+        f"{rel_cov_text} for {iv['rel_gain']['method']}. Dynamic "
         "sampling's dropped groups count against its budget. See curriculum.png for the "
         "signal fraction, the Prompt-GDRO bin weights and the Rollout-GDRO allocation.", "",
     ])

@@ -22,9 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rljax import io, stats
+from rljax import io
 from rljax.config import ConfigError, require_int
 from rljax.report import Figure, figures_table, format_number
+from rljax.stats.reported import reported_interval
 from rljax.sweep import DEFAULT_BLOCK_SIZE, Sweep
 
 NAME = "grpo-signal"
@@ -84,10 +85,6 @@ def make_train(config: Config):
     return train
 
 
-def _mean(x):
-    return jnp.mean(x)
-
-
 def run(config: Config, out_dir: Path) -> dict[str, Any]:
     """Run the study; writes results.parquet, summary.json, report.md, signal_fraction.png."""
     probs = config.probability_list()
@@ -96,9 +93,11 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     signal = np.asarray(result.outputs["signal"])  # [S, num_p]
     keys = jax.random.split(jax.random.key(config.base_seed + 1), len(probs))
     table: dict[str, dict[str, Any]] = {}
+    note = ""
     for j, p in enumerate(probs):
-        ci = stats.bootstrap_ci(_mean, signal[:, j].astype(np.float32), key=keys[j],
-                                reps=config.bootstrap_reps)
+        ci = reported_interval("mean", signal[:, j].astype(np.float64), key=keys[j],
+                               reps=config.bootstrap_reps)
+        note = ci.note.rstrip(".")
         table[str(p)] = {
             "analytic": float(analytic_signal_fraction(p, config.group_size)),
             "empirical": float(signal[:, j].mean()),
@@ -110,6 +109,9 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "group_size": config.group_size,
         "signal_fraction": table,
         "max_abs_gap": max(abs(v["analytic"] - v["empirical"]) for v in table.values()),
+        "interval_method": ci.method,
+        "interval_coverage": ci.coverage,
+        "interval_note": note,
         "groups_per_second": (config.seeds * len(probs) * result.timed_fraction
                               / max(result.run_seconds, 1e-9)),
     }
@@ -177,6 +179,7 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "dynamic sampling and difficulty-aware curricula address. Larger groups widen the "
         "useful band (see signal_fraction.png).", "",
         "## Procedure", "",
-        f"Each seed of the sweep samples one group per p; intervals are 95 % percentile "
-        f"bootstrap intervals of the mean over groups ({config.bootstrap_reps} resamples).", "",
+        "Each seed of the sweep samples one group per p; intervals are of the mean over "
+        f"groups (`rljax.stats.reported.reported_interval`): {summary['interval_note']}. "
+        "At p = 0 or 1 every group is the same, so the interval is the point.", "",
     ])

@@ -4,7 +4,18 @@ A character-level decoder-only transformer (``rljax.policies.TinyLM``) is warmed
 with a short supervised phase on correct solutions -- short enough that it stays below
 50 % greedy accuracy on held-out prompts -- and then trained with GRPO on the accuracy
 reward program (the final answer is exactly right). Every seed trains its own model in
-one vmapped program (``rljax.sweep.ChunkedSweep``; held-out evaluation every chunk).
+one vmapped program (``rljax.sweep.ChunkedSweep``; evaluation every chunk).
+
+Held out means disjoint. Training draws only from the task's training split; the
+evaluation set is one fixed draw (``eval_seed``) of ``eval_prompts`` problems from the
+disjoint eval split (``rljax.envs.arithmetic``: a fixed hash of each problem), shared by
+all seeds and arms, the levels in turn. Level 0 (100 problems) is too small to split, so
+its evaluation prompts are training problems: its accuracy is reported separately as
+*training* accuracy; the headline accuracies are over the held-out prompts only
+(levels 1, 2, 4 can be split). Intervals are two-way: each (seed, prompt) correctness is
+kept, and :func:`rljax.stats.reported.reported_interval` (``"two_way_mean"``) resamples
+seeds *and* prompts, so the evaluation sample's own error is in the interval; a gain is
+the two-way interval of the (after - before) matrix on the same prompts.
 
 Beside it, on the same seeds and warm-up:
 
@@ -27,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -36,9 +46,11 @@ from rljax.algorithms.lm_training import LMTrainConfig, make_lm_trainer, trainin
 from rljax.config import ConfigError, require_float, require_int
 from rljax.plots import plot_sample_efficiency
 from rljax.report import Figure, figures_table, format_number
+from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
 
 NAME = "lm-grpo"
+SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs
 DESCRIPTION = ("Tiny transformer on 1-digit addition and 2-digit addition/subtraction: GRPO vs "
                "format-only reward "
                "vs PPO, and the memory of GRPO vs PPO steps")
@@ -50,8 +62,8 @@ RUNS = ("grpo", "format_only", "ppo")
 class Config:
     """The study's knobs (``rljax run lm-grpo --set name=value``); see LMTrainConfig."""
 
-    seeds: int = 8
-    block_size: int = 8
+    seeds: int = 16  # two-way intervals reach 0.93 measured coverage from 16 seeds
+    block_size: int = 16
     base_seed: int = 0
     levels: str = "0,1"
     sft_steps: int = 150
@@ -65,7 +77,7 @@ class Config:
     width: int = 64
     num_layers: int = 2
     num_heads: int = 4
-    eval_prompts: int = 256
+    eval_prompts: int = 512
     run_format_only: bool = True
     run_ppo: bool = True
     measure_memory: bool = True
@@ -128,8 +140,35 @@ def train_run(config: Config, run: str) -> dict[str, Any]:
             "first_chunk_seconds": result.compile_seconds, "run_seconds": result.run_seconds}
 
 
-def _mean(x):
-    return jnp.mean(x)
+@dataclass(frozen=True)
+class EvalSet:
+    """What the evaluation prompts are (one fixed draw, the same for every seed and arm).
+
+    Attributes:
+      levels: int ``[P]`` each prompt's level.
+      held_out: bool ``[P]`` the prompt is on the eval side of a split level.
+      held_out_levels, training_only_levels: the study's levels that are / are not split.
+      eval_split_sizes: ``{level: distinct problems on its eval side}`` (split levels).
+    """
+
+    levels: np.ndarray
+    held_out: np.ndarray
+    held_out_levels: tuple[int, ...]
+    training_only_levels: tuple[int, ...]
+    eval_split_sizes: dict[int, int]
+
+
+def eval_set(config: Config) -> EvalSet:
+    """The evaluation set of ``config`` (the grpo arm's; every arm shares it)."""
+    trainer = make_lm_trainer(config.train_config())
+    problems = jax.device_get(trainer.eval_problems())
+    task = trainer.task
+    return EvalSet(levels=np.asarray(problems.level),
+                   held_out=np.asarray(trainer.eval_held_out()),
+                   held_out_levels=task.held_out_levels,
+                   training_only_levels=task.training_only_levels,
+                   eval_split_sizes={lv: task.split_size(lv, "eval")
+                                     for lv in task.held_out_levels})
 
 
 def run(config: Config, out_dir: Path) -> dict[str, Any]:
@@ -138,29 +177,54 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     arms = {name: train_run(config, name) for name in config.runs()}
     memory = {name: (training_step_memory(make_lm_trainer(config.train_config(name)))
                      if config.measure_memory else None) for name in ("grpo", "ppo")}
-    keys = iter(jax.random.split(jax.random.key(config.base_seed + 7), 16))
+    keys = iter(jax.random.split(jax.random.key(config.base_seed + 7), 32))
+    evals = eval_set(config)
+    # Headline columns: the held-out prompts (all prompts, flagged, if no level is split).
+    any_held_out = bool(evals.held_out.any())
+    headline = evals.held_out if any_held_out else np.ones_like(evals.held_out)
+    training = ~evals.held_out
+    notes: dict[str, str] = {}
 
-    def ci(values):
-        iv = stats.bootstrap_ci(_mean, np.asarray(values, np.float32), key=next(keys),
-                                reps=config.bootstrap_reps)
+    def ci(matrix, columns, name):
+        """Two-way interval of the mean of ``matrix [S, P]`` over ``columns``."""
+        iv = reported_interval(
+            "two_way_mean", np.asarray(matrix, np.float64)[:, columns], key=next(keys),
+            reps=config.bootstrap_reps)
+        notes[name] = iv.note
         return float(iv.point), [float(iv.low), float(iv.high)]
 
     grpo = arms["grpo"]
-    start_acc = grpo["final"]["start_accuracy"]
-    final_acc = grpo["final"]["eval_accuracy"]
-    gain, gain_ci = ci(final_acc - start_acc)
-    acc_point, acc_ci = ci(final_acc)
-    start_point, start_ci = ci(start_acc)
+    start_correct = np.asarray(grpo["final"]["start_correct"])
+    final_correct = np.asarray(grpo["final"]["eval_correct"])
+    start_point, start_ci = ci(start_correct, headline, "accuracy_start")
+    acc_point, acc_ci = ci(final_correct, headline, "accuracy_grpo")
+    gain, gain_ci = ci(final_correct - start_correct, headline, "accuracy_gain")
     logs = grpo["logs"]
     summary: dict[str, Any] = {
         "experiment": NAME,
         "seeds": config.seeds,
+        "accuracy_is_held_out": any_held_out,
         "accuracy_start": start_point,
         "accuracy_start_ci": start_ci,
         "accuracy_grpo": acc_point,
         "accuracy_grpo_ci": acc_ci,
         "accuracy_gain": gain,
         "accuracy_gain_ci": gain_ci,
+        "eval_set": {
+            "eval_seed": config.train_config().eval_seed,
+            "prompts": int(evals.levels.shape[0]),
+            "held_out_prompts": int(evals.held_out.sum()),
+            "training_prompts": int(training.sum()),
+            "held_out_levels": list(evals.held_out_levels),
+            "training_only_levels": list(evals.training_only_levels),
+            "eval_split_sizes": {str(k): v for k, v in evals.eval_split_sizes.items()},
+        },
+        "accuracy_by_level": {
+            str(level): {"held_out": bool(evals.held_out[evals.levels == level].any()),
+                         "prompts": int((evals.levels == level).sum()),
+                         "start": float(start_correct[:, evals.levels == level].mean()),
+                         "grpo": float(final_correct[:, evals.levels == level].mean())}
+            for level in sorted(set(evals.levels.tolist()))},
         "format_rate": float(np.mean(grpo["final"]["eval_format"])),
         "format_rate_start": float(np.mean(grpo["final"]["start_format"])),
         "zero_signal_fraction": float(np.mean(logs["zero_signal_fraction"])),
@@ -177,25 +241,34 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "train_seconds": {name: arm["first_chunk_seconds"] + arm["run_seconds"]
                           for name, arm in arms.items()},
     }
+    if any_held_out and training.any():
+        # Prompts of levels too small to split: training problems, training accuracy.
+        for name, matrix in (("start", start_correct), ("grpo", final_correct),
+                             ("gain", final_correct - start_correct)):
+            point, interval = ci(matrix, training, f"training_accuracy_{name}")
+            summary[f"training_accuracy_{name}"] = point
+            summary[f"training_accuracy_{name}_ci"] = interval
     if "format_only" in arms:
         fo = arms["format_only"]["final"]
-        point, interval = ci(fo["eval_accuracy"] - fo["start_accuracy"])
-        summary["format_only_accuracy"] = float(np.mean(fo["eval_accuracy"]))
+        fo_start, fo_end = np.asarray(fo["start_correct"]), np.asarray(fo["eval_correct"])
+        point, interval = ci(fo_end - fo_start, headline, "format_only_accuracy_gain")
+        summary["format_only_accuracy"] = float(fo_end[:, headline].mean())
         summary["format_only_accuracy_gain"] = point
         summary["format_only_accuracy_gain_ci"] = interval
         summary["format_only_format_rate"] = float(np.mean(fo["eval_format"]))
     if "ppo" in arms:
         pf = arms["ppo"]["final"]
-        point, interval = ci(pf["eval_accuracy"])
-        summary["accuracy_ppo"] = point
-        summary["accuracy_ppo_ci"] = interval
+        pf_start, pf_end = np.asarray(pf["start_correct"]), np.asarray(pf["eval_correct"])
+        summary["accuracy_ppo"], summary["accuracy_ppo_ci"] = ci(pf_end, headline,
+                                                                 "accuracy_ppo")
         summary["accuracy_ppo_gain"], summary["accuracy_ppo_gain_ci"] = ci(
-            pf["eval_accuracy"] - pf["start_accuracy"])
+            pf_end - pf_start, headline, "accuracy_ppo_gain")
+    summary["interval_notes"] = notes
     summary["wall_seconds"] = time.perf_counter() - start
 
     io.write_parquet(out_dir / "results.parquet", _table(arms, config))
     io.write_json(out_dir / "summary.json", summary)
-    _plots(arms, config, out_dir)
+    _plots(arms, config, out_dir, headline)
     io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
     return summary
 
@@ -222,18 +295,21 @@ def _table(arms: dict[str, Any], config: Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _plots(arms: dict[str, Any], config: Config, out_dir: Path) -> None:
+def _plots(arms: dict[str, Any], config: Config, out_dir: Path, headline: np.ndarray
+           ) -> None:
     key = jax.random.key(config.base_seed + 11)
     k = config.steps_per_chunk
     curves = {}
     for name, arm in arms.items():
-        scores = np.concatenate([arm["final"]["start_accuracy"][:, None],
-                                 arm["logs"]["eval_accuracy"]], axis=1)
+        start = np.asarray(arm["final"]["start_correct"])[:, headline].mean(axis=1)
+        scores = np.concatenate([start[:, None], arm["logs"]["eval_held_out_accuracy"]],
+                                axis=1)
         curves[name] = scores[:, None, :]
     steps = np.arange(next(iter(curves.values())).shape[-1]) * k
     bands = stats.sample_efficiency_curves(curves, "mean", key=key, reps=config.bootstrap_reps)
     io.write_figure(out_dir / "accuracy.png", plot_sample_efficiency(
-        steps, bands, xlabel="RL step", ylabel="held-out greedy accuracy (mean, 95% CI)",
+        steps, bands, xlabel="RL step",
+        ylabel="held-out greedy accuracy (mean, 95% CI over seeds)",
         title="lm-grpo: accuracy over training"))
     lengths = {name: arm["logs"]["length"].mean(axis=2)[:, None, :] for name, arm in arms.items()}
     chunk_steps = (np.arange(next(iter(lengths.values())).shape[-1]) + 1) * k
@@ -249,16 +325,35 @@ def _plots(arms: dict[str, Any], config: Config, out_dir: Path) -> None:
         title="lm-grpo: zero-signal groups"))
 
 
+def _interval(summary: dict[str, Any], name: str) -> str:
+    low, high = summary[f"{name}_ci"]
+    return f"{format_number(summary[name])} [{format_number(low)}, {format_number(high)}]"
+
+
 def report_markdown(summary: dict[str, Any], config: Config) -> str:
+    """The study's report.md: figures, reading, memory table and procedure."""
     m = summary["memory"]
+    ev = summary["eval_set"]
+    held = summary["accuracy_is_held_out"]
+    held_levels = ", ".join(str(v) for v in ev["held_out_levels"]) or "none"
+    train_levels = ", ".join(str(v) for v in ev["training_only_levels"]) or "none"
+    what = (f"held-out, levels {held_levels}" if held
+            else "TRAINING accuracy: no level here can be split")
     figures = [
         Figure("greedy accuracy after warm-up", summary["accuracy_start"],
-               *summary["accuracy_start_ci"], "held-out"),
+               *summary["accuracy_start_ci"], what),
         Figure("greedy accuracy after GRPO", summary["accuracy_grpo"],
-               *summary["accuracy_grpo_ci"], f"{config.rl_steps} steps"),
+               *summary["accuracy_grpo_ci"], f"{what}; {config.rl_steps} steps"),
         Figure("GRPO accuracy gain", summary["accuracy_gain"], *summary["accuracy_gain_ci"],
-               "paired per seed"),
+               "paired per seed and prompt"),
     ]
+    if "training_accuracy_gain" in summary:
+        figures.append(Figure(f"training accuracy (level {train_levels}) gain",
+                              summary["training_accuracy_gain"],
+                              *summary["training_accuracy_gain_ci"],
+                              f"{format_number(summary['training_accuracy_start'])} -> "
+                              f"{format_number(summary['training_accuracy_grpo'])}; not "
+                              "held out"))
     if "format_only_accuracy_gain" in summary:
         figures.append(Figure("format-only reward: accuracy gain",
                               summary["format_only_accuracy_gain"],
@@ -268,20 +363,31 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         figures.append(Figure("accuracy after PPO", summary["accuracy_ppo"],
                               *summary["accuracy_ppo_ci"], "same completions per step"))
     excludes = summary["accuracy_gain_ci"][0] > 0
+    label = "Held-out" if held else "Training (not held-out)"
     lines = [
         f"# {NAME}", "", DESCRIPTION + ".", "",
         f"{config.seeds} seeds; levels {config.levels}; warm-up {config.sft_steps} supervised "
         f"steps; {config.rl_steps} RL steps of {config.prompts_per_step} prompts x "
         f"{config.group_size} completions; model width {config.width}, {config.num_layers} "
-        f"layers, {config.num_heads} heads; {config.eval_prompts} held-out prompts, greedy.",
+        f"layers, {config.num_heads} heads; {ev['prompts']} evaluation prompts, greedy: "
+        f"{ev['held_out_prompts']} held out (levels {held_levels}), {ev['training_prompts']} "
+        f"training problems (levels {train_levels}, too small to split).",
         "", figures_table(figures), "",
         "## Reading", "",
-        f"GRPO moves held-out accuracy from {format_number(summary['accuracy_start'])} to "
-        f"{format_number(summary['accuracy_grpo'])}; the 95 % interval of the per-seed gain "
-        f"[{format_number(summary['accuracy_gain_ci'][0])}, "
-        f"{format_number(summary['accuracy_gain_ci'][1])}] "
+        f"{label} accuracy moves from {format_number(summary['accuracy_start'])} to "
+        f"{format_number(summary['accuracy_grpo'])} under GRPO; the 95 % two-way interval "
+        f"of the gain {_interval(summary, 'accuracy_gain')} "
         + ("excludes zero." if excludes else "does NOT exclude zero."),
         "",
+    ]
+    if "training_accuracy_gain" in summary:
+        lines += [
+            f"On the levels too small to split ({train_levels}) the evaluation prompts are "
+            "training problems, so their accuracy is training accuracy, not a held-out "
+            f"result: {format_number(summary['training_accuracy_start'])} -> "
+            f"{format_number(summary['training_accuracy_grpo'])}, gain "
+            f"{_interval(summary, 'training_accuracy_gain')}.", ""]
+    lines += [
         f"Format rate {format_number(summary['format_rate_start'])} -> "
         f"{format_number(summary['format_rate'])}; zero-signal groups "
         f"{format_number(summary['zero_signal_fraction_first_chunk'])} in the first chunk, "
@@ -293,27 +399,40 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
     if "format_only_accuracy_gain" in summary:
         lines += [
             "With the format reward alone the model is paid for any well-formed integer: "
-            f"accuracy changes by {format_number(summary['format_only_accuracy_gain'])} "
-            f"[{format_number(summary['format_only_accuracy_gain_ci'][0])}, "
-            f"{format_number(summary['format_only_accuracy_gain_ci'][1])}] while the format "
-            f"rate reaches {format_number(summary['format_only_format_rate'])}.", ""]
+            f"{label.lower()} accuracy changes by "
+            f"{_interval(summary, 'format_only_accuracy_gain')} while the format rate "
+            f"reaches {format_number(summary['format_only_format_rate'])}.", ""]
     if summary["memory_ratio"] is None:
         lines += ["Memory was not measured (measure_memory=false).", ""]
-        return "\n".join(lines)
+    else:
+        lines += [
+            "## Memory of one training step (XLA memory analysis, one seed)", "",
+            "| | GRPO | PPO |", "|---|---:|---:|",
+        ]
+        for field in ("param_bytes", "reference_bytes", "optimizer_bytes", "temp_bytes",
+                      "total_bytes"):
+            lines.append(f"| {field} | {m['grpo'][field]:,} | {m['ppo'][field]:,} |")
+        lines += [
+            "", f"GRPO / PPO = {summary['memory_ratio']:.3f}: dropping the critic "
+            f"{'nearly halves' if summary['memory_ratio'] < 0.6 else 'reduces'} the step's "
+            "memory at this size (the seeds' claim is 'nearly halves').", ""]
+    sizes = ", ".join(f"level {k}: {v:,}" for k, v in ev["eval_split_sizes"].items())
     lines += [
-        "## Memory of one training step (XLA memory analysis, one seed)", "",
-        "| | GRPO | PPO |", "|---|---:|---:|",
-    ]
-    for field in ("param_bytes", "reference_bytes", "optimizer_bytes", "temp_bytes",
-                  "total_bytes"):
-        lines.append(f"| {field} | {m['grpo'][field]:,} | {m['ppo'][field]:,} |")
-    lines += [
-        "", f"GRPO / PPO = {summary['memory_ratio']:.3f}: dropping the critic "
-        f"{'nearly halves' if summary['memory_ratio'] < 0.6 else 'reduces'} the step's memory "
-        "at this size (the seeds' claim is 'nearly halves').", "",
         "## Procedure", "",
-        "Intervals: 95 % percentile bootstrap over seeds of the mean "
-        f"({config.bootstrap_reps} resamples). The held-out prompts are one fixed draw "
-        "(eval_seed) shared by all seeds and arms.", "",
+        "Held out means disjoint: every problem of a level with at least 1000 distinct "
+        "problems is assigned to the training or the eval split by a fixed hash "
+        "(rljax.envs.arithmetic.problem_hash, eval fraction "
+        f"{config.train_config().eval_fraction:g}); warm-up and RL draw only training "
+        "problems. The evaluation set is ONE fixed draw (eval_seed "
+        f"{ev['eval_seed']}) of {ev['prompts']} prompts, levels in turn, shared by all "
+        "seeds and arms: "
+        f"{ev['held_out_prompts']} i.i.d. draws from the eval split (levels {held_levels}; "
+        f"eval split sizes {sizes or 'none'}) and {ev['training_prompts']} draws of "
+        f"levels {train_levels}, whose problems cannot be split honestly (level 0 has 100 "
+        "problems) and are all training problems: that accuracy is training accuracy.", "",
+        "Intervals are two-way: each seed's greedy correctness on each prompt is kept "
+        "and the interval resamples seeds AND prompts, so the evaluation sample's own "
+        "error is in it; gains use the (after - before) matrix on the same prompts and "
+        f"seeds. Method and coverage: {summary['interval_notes']['accuracy_gain']}", "",
     ]
     return "\n".join(lines)

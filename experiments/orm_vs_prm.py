@@ -15,6 +15,13 @@ counts whatever episodes exist so far, so a success in episode 1 reads 100 %) an
 ``full_window`` (only once 30 episodes exist). A seed that never reaches 50 % has
 ``ep50 = inf``: medians are taken over all seeds with that convention (a proper median of
 the censored distribution) and the never-reached fraction is reported beside them.
+
+Intervals come from ``rljax.stats.reported.reported_interval``: the medians of the
+(tied, integer, right-censored) episode counts and their ratio use its exact
+order-statistic interval (distribution-free, so it stays honest with ties and ``inf``,
+where a percentile bootstrap of the median can exclude both tied neighbours of the
+sample median); the final success rates use the method it recommends for a mean at n.
+The report states each method's measured coverage.
 """
 
 from __future__ import annotations
@@ -26,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -36,6 +42,7 @@ from rljax.advantages import BASELINES
 from rljax.config import ConfigError, require_choice, require_float, require_int
 from rljax.envs import REWARD_MODES
 from rljax.report import Figure, figures_table, format_number
+from rljax.stats.reported import reported_interval
 from rljax.sweep import DEFAULT_BLOCK_SIZE, Sweep
 
 NAME = "orm-vs-prm"
@@ -138,53 +145,50 @@ def episodes_to_threshold(
     return first
 
 
-def _median(x):
-    return jnp.median(x)
+#: Medians of episode counts (integers with heavy ties, +inf for censored seeds) and their
+#: ratio always use the exact order-statistic interval: distribution-free, so its coverage
+#: is >= nominal with ties and censoring whatever the table would pick as narrowest.
+EXACT = {"median": "order_statistic", "ratio_of_medians": "order_statistic"}
 
 
-def _mean(x):
-    return jnp.mean(x)
-
-
-def _ratio_of_medians(a, b):
-    return jnp.median(a) / jnp.median(b)
-
-
-def _interval(statistic, *samples, key, config: Config, paired: bool = False) -> stats.Interval:
-    return stats.bootstrap_ci(
-        statistic, *samples, key=key, reps=config.bootstrap_reps,
-        confidence=config.confidence, paired=paired,
-    )
+def _interval(statistic: str, *samples, key, config: Config, notes: dict[str, str]):
+    iv = reported_interval(statistic, *(np.asarray(x, np.float64) for x in samples), key=key,
+                           reps=config.bootstrap_reps, confidence=config.confidence,
+                           method=EXACT.get(statistic))
+    notes[statistic] = iv.note.rstrip(".")
+    return iv
 
 
 def analyse(success: dict[str, np.ndarray], config: Config, key: jax.Array) -> dict[str, Any]:
     """All figures of the study from per-mode success matrices ``[S, E]``."""
     out: dict[str, Any] = {}
+    notes: dict[str, str] = {}
     keys = iter(jax.random.split(key, 32))
     ep50 = {}
     for mode, s in success.items():
         for variant, full in (("as_written", False), ("full_window", True)):
             e = episodes_to_threshold(s, config.window, config.threshold, full)
             ep50[(mode, variant)] = e
-            ci = _interval(_median, e.astype(np.float32), key=next(keys), config=config)
+            ci = _interval("median", e, key=next(keys), config=config, notes=notes)
             suffix = "_as_written" if variant == "as_written" else ""
             out[f"{mode}_ep50_median{suffix}"] = _finite_or_none(float(np.median(e)))
             out[f"{mode}_ep50_median{suffix}_ci"] = [_finite_or_none(ci.low),
                                                       _finite_or_none(ci.high)]
             out[f"{mode}_never_reached{suffix}"] = float(np.mean(np.isinf(e)))
         final = np.asarray(s[:, -config.window:], np.float32).mean(axis=1)
-        ci = _interval(_mean, final, key=next(keys), config=config)
+        ci = _interval("mean", final, key=next(keys), config=config, notes=notes)
         out[f"{mode}_final_success"] = float(np.mean(final))
         out[f"{mode}_final_success_ci"] = [ci.low, ci.high]
     if "orm" in success and "prm" in success:
         for variant, suffix in (("full_window", ""), ("as_written", "_as_written")):
-            a = ep50[("orm", variant)].astype(np.float32)
-            b = ep50[("prm", variant)].astype(np.float32)
-            ci = _interval(_ratio_of_medians, a, b, key=next(keys), config=config, paired=True)
+            a, b = ep50[("orm", variant)], ep50[("prm", variant)]
             with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = float(np.float64(np.median(a)) / np.float64(np.median(b)))
+                ratio = float(np.median(a) / np.median(b))
+                ci = _interval("ratio_of_medians", a, b, key=next(keys), config=config,
+                               notes=notes)
             out[f"ep50_ratio{suffix}"] = _finite_or_none(ratio)
             out[f"ep50_ratio{suffix}_ci"] = [_finite_or_none(ci.low), _finite_or_none(ci.high)]
+    out["interval_notes"] = notes
     return out
 
 
@@ -318,7 +322,7 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
             ci = summary[f"ep50_ratio{suffix}_ci"]
             figures.append(Figure(f"ORM / PRM episodes-to-50 % ratio ({label})",
                                   summary[f"ep50_ratio{suffix}"], ci[0], ci[1],
-                                  "paired bootstrap over seeds"))
+                                  "paired over seeds"))
     figures.append(Figure("episodes per second (training, all modes)",
                           summary["episodes_per_second"]))
 
@@ -340,9 +344,12 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "",
         "## Procedure",
         "",
-        f"Intervals: {100 * config.confidence:g} % percentile bootstrap over seeds "
-        f"({config.bootstrap_reps} resamples, `rljax.stats.bootstrap_ci`); the ratio resamples "
-        "ORM and PRM with the same seed indices (both modes run on the same seed keys). Seeds "
+        "Intervals over seeds (`rljax.stats.reported.reported_interval`, "
+        f"{100 * config.confidence:g} %): medians of episodes to 50 %: "
+        f"{_note(summary, 'median')}; the ORM / PRM ratio of medians: "
+        f"{_note(summary, 'ratio_of_medians')} (ORM and PRM run on the same seed keys, so "
+        "the pairs are paired); final success rates: "
+        f"{_note(summary, 'mean')}. Seeds "
         "that never reach 50 % count as infinitely slow, so medians are of the censored "
         "distribution; 'as written' lets the trailing window count the episodes that exist "
         "so far (one early success reads as 100 %), 'full window' waits for 30 episodes. "
@@ -385,6 +392,10 @@ def reading(summary: dict[str, Any]) -> str:
         f"{format_number(summary['prm_final_success'])} (PRM)."
     )
     return text
+
+
+def _note(summary: dict[str, Any], statistic: str) -> str:
+    return summary.get("interval_notes", {}).get(statistic, "not computed")
 
 
 def _inf_if_none(x: float | None) -> float:

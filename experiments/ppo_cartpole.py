@@ -23,7 +23,12 @@ Figures:
   aggregated across seeds by the IQM with a pointwise 95 % stratified-bootstrap band
   (runs resampled jointly across checkpoints, ``rljax.stats.sample_efficiency_curves``).
 * **Final return**: per seed, the mean return of episodes finished in the last
-  ``final_updates`` updates; IQM with a 95 % bootstrap CI over seeds.
+  ``final_updates`` updates; IQM with a 95 % interval over seeds
+  (``rljax.stats.reported.reported_interval``, its method's measured coverage stated).
+  CartPole-v1 caps an episode at 500 steps: when most seeds sit at the cap the IQM is
+  500 and its interval [500, 500] is the ceiling, not precision; the informative figure is
+  then **the fraction of seeds at the cap**, reported with an exact (Clopper-Pearson)
+  binomial interval.
 * **Throughput**: environment steps per second, training included, from the sweep's run
   time (compile time, with the first chunk, separately).
 * **Memory**: bytes of parameters + optimizer state for PPO's actor + critic, and for
@@ -50,12 +55,16 @@ from rljax.envs import CartPole
 from rljax.nonfinite import NONFINITE_STEP
 from rljax.policies import mlp_actor_critic
 from rljax.report import Figure, figures_table, format_number
+from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
 
 NAME = "ppo-cartpole"
+SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs
 DESCRIPTION = "PPO on CartPole-v1: IQM return curve, final return, env steps/s, critic memory"
 
 METRIC_COLUMNS = ("loss", "policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
+RETURN_CAP = 500.0  # CartPole-v1's episode limit: the largest return an episode can have
+AT_CAP = RETURN_CAP - 0.5  # a seed whose final-window mean return is >= this is at the cap
 
 
 @dataclass(frozen=True)
@@ -183,6 +192,40 @@ def state_bytes(config: Config) -> dict[str, int]:
     }
 
 
+def clopper_pearson(successes: int, trials: int,
+                    confidence: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval for a binomial proportion.
+
+    ``low = Beta^{-1}(alpha; x, n - x + 1)`` (0 when ``x = 0``) and ``high =
+    Beta^{-1}(1 - alpha; x + 1, n - x)`` (1 when ``x = n``), ``alpha = (1 - confidence) /
+    2``: the interval inverts two one-sided binomial tests, so its coverage is ``>=
+    confidence`` for every true proportion and every ``n`` (conservative; no simulation
+    needed). Clopper & Pearson, Biometrika 26, 1934.
+
+    Args:
+      successes: x, an integer in ``[0, trials]``.
+      trials: n >= 1.
+      confidence: in (0, 1).
+
+    Returns:
+      ``(low, high)`` floats in [0, 1].
+    """
+    from scipy.stats import beta
+
+    if not isinstance(trials, int | np.integer) or trials < 1:
+        raise ValueError(f"trials: must be an integer >= 1, got {trials!r}")
+    if not isinstance(successes, int | np.integer) or not 0 <= successes <= trials:
+        raise ValueError(f"successes: must be an integer in [0, trials = {trials}], "
+                         f"got {successes!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence: must be in (0, 1), got {confidence!r}")
+    alpha = (1.0 - confidence) / 2.0
+    x, n = int(successes), int(trials)
+    low = 0.0 if x == 0 else float(beta.ppf(alpha, x, n - x + 1))
+    high = 1.0 if x == n else float(beta.ppf(1.0 - alpha, x + 1, n - x))
+    return low, high
+
+
 def binned_returns(return_sum: np.ndarray, episodes: np.ndarray, bins: int) -> np.ndarray:
     """Per-seed mean return of the episodes finished in each of ``bins`` equal runs of
     logged rows (the last bin takes the remainder); a bin with no finished episode carries
@@ -251,9 +294,11 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     final = final_returns(logs["return_sum"], logs["episodes"],
                           config.final_updates // config.log_every)
     final_ok = final[~np.isnan(final)]
-    final_ci = stats.interval_estimates(
-        {"ppo": final_ok[:, None]}, "iqm", key=final_key, reps=config.bootstrap_reps,
-        confidence=config.confidence)["ppo"]
+    final_ci = reported_interval("iqm", final_ok, key=final_key, reps=config.bootstrap_reps,
+                                 confidence=config.confidence) if final_ok.size else None
+    at_cap = int(np.sum(final_ok >= AT_CAP))
+    cap_ci = (clopper_pearson(at_cap, int(final_ok.size), config.confidence)
+              if final_ok.size else (None, None))
 
     summary: dict[str, Any] = {
         "experiment": NAME,
@@ -266,11 +311,17 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "log_every": config.log_every,
         "logged_rows": config.num_rows,
         "env_steps_per_seed": steps_per_seed,
-        "final_return_iqm": float(final_ci.point),
-        "final_return_ci": [float(final_ci.low), float(final_ci.high)],
+        "final_return_iqm": float(final_ci.point) if final_ci else None,
+        "final_return_ci": ([float(final_ci.low), float(final_ci.high)] if final_ci
+                            else [None, None]),
+        "final_return_interval_note": (final_ci.note.rstrip(".") if final_ci
+                                       else "no seed finished"),
+        "final_return_at_cap": bool(final_ci is not None and final_ci.point >= AT_CAP),
         "final_return_mean": float(np.mean(final_ok)) if final_ok.size else None,
         "final_return_median": float(np.median(final_ok)) if final_ok.size else None,
-        "fraction_seeds_final_500": float(np.mean(final_ok >= 499.5)) if final_ok.size else None,
+        "fraction_seeds_final_500": float(at_cap / final_ok.size) if final_ok.size else None,
+        "fraction_seeds_final_500_ci": list(cap_ci),
+        "seeds_final_500": at_cap,
         "seeds_without_final_episode": int(np.sum(np.isnan(final))),
         "env_steps_per_second": (timed_steps / max(result.run_seconds, 1e-9)
                                  if timed_steps > 0 else None),
@@ -353,12 +404,17 @@ def _write_plots(summary: dict[str, Any], final: np.ndarray, config: Config,
 def report_markdown(summary: dict[str, Any], config: Config) -> str:
     """The study's report: figures with intervals, a plain-language reading, the procedure."""
     low, high = summary["final_return_ci"]
+    cap_note = (" -- at the 500-step cap: the interval is the ceiling, not precision"
+                if summary["final_return_at_cap"] else "")
     figures = [
         Figure("final return (IQM over seeds)", summary["final_return_iqm"], low, high,
                f"mean {format_number(summary['final_return_mean'])}, median "
-               f"{format_number(summary['final_return_median'])}"),
-        Figure("seeds at 500 in the final window",
-               summary["fraction_seeds_final_500"]),
+               f"{format_number(summary['final_return_median'])}{cap_note}"),
+        Figure("fraction of seeds at the 500 cap in the final window",
+               summary["fraction_seeds_final_500"], *summary["fraction_seeds_final_500_ci"],
+               f"{summary['seeds_final_500']} of "
+               f"{config.seeds - summary['seeds_without_final_episode']} seeds; exact "
+               "binomial (Clopper-Pearson)"),
         Figure("env steps per second (training included)", summary["env_steps_per_second"],
                note=f"{config.seeds} seeds, block {config.block_size}; compile "
                     f"{summary['compile_seconds']:.1f} s separately"),
@@ -403,8 +459,13 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "previous value). IQM = mean of the middle 50 % of seeds. The curve band is "
         f"pointwise: {config.bootstrap_reps} stratified bootstrap resamples of whole runs, "
         "the same resampled runs at every checkpoint (`rljax.stats.sample_efficiency_curves`"
-        "); the final-return interval is the percentile bootstrap of the IQM over seeds "
-        f"(`rljax.stats.interval_estimates`, {100 * config.confidence:g} %). Throughput is "
+        "); the final-return interval: "
+        f"{summary['final_return_interval_note']} "
+        "(`rljax.stats.reported.reported_interval`). A seed is at the cap when the mean "
+        f"return of its final-window episodes is >= {AT_CAP:g}; the fraction of seeds at "
+        "the cap has an exact Clopper-Pearson interval (coverage >= the nominal "
+        f"{100 * config.confidence:g} % for every proportion and n, by construction). "
+        "Throughput is "
         "the environment steps run after the first chunk over the sweep's run time (the "
         "first chunk is timed with the compilation), on "
         "this machine's CPU. Memory counts the bytes of every array leaf of the parameters "
@@ -420,13 +481,28 @@ def reading(summary: dict[str, Any], config: Config) -> str:
     """A short plain-language reading of the figures."""
     low, high = summary["final_return_ci"]
     solved = summary["fraction_seeds_final_500"]
-    text = (
-        f"After {summary['env_steps_per_seed']:,} steps, the IQM final return is "
-        f"{format_number(summary['final_return_iqm'])} (95 % CI [{format_number(low)}, "
-        f"{format_number(high)}]) out of a maximum of 500"
-    )
+    pct = f"{100 * config.confidence:g} %"
+    if summary["final_return_at_cap"]:
+        text = (
+            f"After {summary['env_steps_per_seed']:,} steps the IQM final return is at the "
+            f"500-step cap ({format_number(summary['final_return_iqm'])}, {pct} CI "
+            f"[{format_number(low)}, {format_number(high)}]): the middle half of the seeds "
+            "cannot score higher, so the interval shows the ceiling, not a precise "
+            "estimate. The informative figure is the fraction of seeds at the cap"
+        )
+    else:
+        text = (
+            f"After {summary['env_steps_per_seed']:,} steps, the IQM final return is "
+            f"{format_number(summary['final_return_iqm'])} ({pct} CI [{format_number(low)}, "
+            f"{format_number(high)}]) out of a maximum of 500"
+        )
     if solved is not None:
-        text += f"; {100 * solved:.0f} % of seeds average 500 over the final window"
+        cap_low, cap_high = summary["fraction_seeds_final_500_ci"]
+        counted = config.seeds - summary["seeds_without_final_episode"]
+        text += (f"{':' if summary['final_return_at_cap'] else ';'} "
+                 f"{summary['seeds_final_500']} of {counted} seeds ({100 * solved:.0f} %, "
+                 f"{pct} CI [{100 * cap_low:.0f}, {100 * cap_high:.0f}] %) average 500 over "
+                 "the final window")
     text += (
         f". Training ran at {format_number(summary['env_steps_per_second'])} environment "
         "steps per second including the PPO updates. Dropping the critic (GRPO's actor "

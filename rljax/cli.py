@@ -68,6 +68,17 @@ def _positive_int(flag: str, text: str | None, minimum: int) -> int | None:
     return value
 
 
+TENSORBOARD_ATTRIBUTE = "SUPPORTS_TENSORBOARD"
+
+
+def supports_tensorboard(module: Any) -> bool:
+    """Whether a study module writes ``--tensorboard`` logs: it declares
+    ``SUPPORTS_TENSORBOARD = True`` (a study whose sweeps are
+    :class:`rljax.sweep.ChunkedSweep`, which write per-chunk aggregates). A study without
+    it is refused with exit 2 before anything is written, rather than ignoring the flag."""
+    return getattr(module, TENSORBOARD_ATTRIBUTE, False) is True
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from rljax.config import build_config, parse_overrides, parse_value
 
@@ -95,6 +106,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         distributed.initialize()
     module = _load(EXPERIMENT_GROUP, args.name, "experiment")
+    if args.tensorboard is not None and not supports_tensorboard(module):
+        raise UsageError(f"--tensorboard: study {args.name!r} writes no TensorBoard logs (only "
+                         f"studies declaring {TENSORBOARD_ATTRIBUTE} = True, whose ChunkedSweep "
+                         "writes them, do); drop the flag")
     out = Path(args.out) if args.out else Path("results") / args.name
     overrides = parse_overrides(module.Config, args.set or [])
     for flag, field in (("seeds", "seeds"), ("block_size", "block_size"),
@@ -366,7 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="re-run seed SEED op by op with jax_debug_nans and name the first "
                           "operation that made a NaN; writes nothing")
     run.add_argument("--tensorboard", metavar="DIR",
-                     help="write per-chunk aggregates across seeds to DIR (chunked studies)")
+                     help="write per-chunk aggregates across seeds to DIR (chunked studies, "
+                          "those declaring SUPPORTS_TENSORBOARD = True; others exit 2)")
     run.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
 

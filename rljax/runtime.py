@@ -46,7 +46,9 @@ class SweepOptions:
         ``jax_debug_nans``; the first operation that makes a NaN raises
         :class:`~rljax.sweep.NonFiniteFound`.
       progress: show progress bars (``None``: only on a terminal).
-      tensorboard_dir: write per-chunk aggregates across seeds here (``ChunkedSweep``).
+      tensorboard_dir: write per-chunk aggregates across seeds here (only a
+        ``ChunkedSweep`` does; the CLI refuses ``--tensorboard`` for a study that does not
+        declare ``SUPPORTS_TENSORBOARD = True``, see :func:`rljax.cli.supports_tensorboard`).
       nonfinite: filled by the sweeps: one record per flagged seed,
         ``{"sweep", "seed", "step"}`` (``step`` -1 when the run does not report it).
     """

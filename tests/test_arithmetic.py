@@ -9,13 +9,19 @@ import pytest
 
 from rljax.envs.arithmetic import (
     LEVEL_NAMES,
+    LEVEL_SIZES,
     WIDEST_PROMPT_TOKENS,
     WIDEST_SOLUTION_TOKENS,
     ArithmeticTask,
     Problems,
     Rewards,
+    all_problems,
     completion_text,
+    eval_split_mask_numpy,
     problem_answer,
+    problem_hash,
+    problem_hash_numpy,
+    problem_index,
     reference_rewards,
     render_problem,
 )
@@ -135,6 +141,160 @@ def test_default_levels_are_drawn_uniformly():
     assert abs(np.mean(ops == 1) - 0.5) < 0.05
     texts = TOKENIZER.decode_batch(problems.prompt)
     assert all(len(t) + 1 <= 7 for t in texts)
+
+
+# --------------------------------------------------------------------------------------
+# The train / eval split.
+# --------------------------------------------------------------------------------------
+
+# Operand axes per level in index order: (a values, second values, third values).
+SPLIT_AXES = {0: (range(10), range(10), [0]), 1: (range(100), range(100), [0, 1]),
+              2: (range(1000), range(1000), [0, 1]), 3: (range(2, 10), range(2, 100), [2]),
+              4: (range(1, 10), range(-9, 10), [b for b in range(-9, 10) if b])}
+
+
+def _fmix32_python(level, index):
+    """Slow reference of problem_hash: Python integers masked to 32 bits."""
+    m = 0xFFFFFFFF
+    h = ((index * 8 + level) & m) ^ ((level * 0x9E3779B9) & m)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    return h ^ (h >> 16)
+
+
+def _numpy_index(level, operands):
+    """Problem index by numpy's ravel_multi_index over the operand axes (independent of
+    problem_index's formula)."""
+    operands = np.asarray(operands)
+    positions = []
+    for column, axis in enumerate(SPLIT_AXES[level]):
+        axis = np.asarray(list(axis))
+        position = np.searchsorted(axis, operands[:, column])
+        assert np.all(axis[np.clip(position, 0, len(axis) - 1)] == operands[:, column])
+        positions.append(position)
+    return np.ravel_multi_index(positions, [len(axis) for axis in SPLIT_AXES[level]])
+
+
+@pytest.mark.parametrize("level", range(5))
+def test_split_is_a_fixed_hash_over_the_whole_problem_space(level):
+    """Every problem of the level: index and hash agree between jnp (jit + vmap), the
+    numpy twin and Python integers; the eval side is ~20 % of a split level and empty on
+    a level too small to split."""
+    problems = all_problems(level)
+    assert problems.shape == (LEVEL_SIZES[level], 3)
+    want = np.asarray(list(itertools.product(*SPLIT_AXES[level])), np.int32)
+    np.testing.assert_array_equal(problems, want)
+    levels = np.full(len(problems), level, np.int32)
+    index = jax.jit(jax.vmap(problem_index))(levels, problems)
+    np.testing.assert_array_equal(index, np.arange(len(problems)))
+    hashes = np.asarray(jax.jit(jax.vmap(problem_hash))(levels, index))
+    np.testing.assert_array_equal(hashes, problem_hash_numpy(levels, np.arange(len(problems))))
+    rows = np.random.default_rng(level).choice(len(problems), 500)
+    assert hashes[rows].tolist() == [_fmix32_python(level, int(i)) for i in rows]
+    mask = eval_split_mask_numpy(level)
+    np.testing.assert_array_equal(mask, hashes < np.uint32(round(0.2 * 2**32)))
+    task = ArithmeticTask(levels=(level,), prompt_length=10, solution_length=12)
+    dummy = jnp.zeros((len(problems), 1), jnp.int32)
+    batch = Problems(prompt=dummy, prompt_mask=dummy, level=jnp.asarray(levels),
+                     operands=jnp.asarray(problems), answer=dummy[:, 0], solution=dummy,
+                     solution_mask=dummy)
+    held_out = np.asarray(jax.jit(task.is_held_out)(batch))
+    if level in (1, 2, 4):  # at least MIN_SPLIT_PROBLEMS = 1000 problems
+        assert task.is_split(level) and task.held_out_levels == (level,)
+        np.testing.assert_array_equal(held_out, mask)
+        assert abs(mask.mean() - 0.2) < 0.03
+        assert task.split_size(level, "eval") == mask.sum() > 0
+        assert task.split_size(level, "train") == len(problems) - mask.sum()
+    else:
+        assert not task.is_split(level) and task.training_only_levels == (level,)
+        assert not held_out.any()
+        assert task.split_size(level, "eval") == task.split_size(level, "train") == len(problems)
+
+
+def test_training_draws_never_hit_an_eval_problem_and_eval_draws_only_eval():
+    """A big jitted sample per side, checked against the numpy masks by an independent
+    index; both sides are covered uniformly (every problem of level 4's sides is drawn)."""
+    task = ArithmeticTask(levels=(0, 1, 2, 3, 4), prompt_length=10, solution_length=12)
+    masks = {level: eval_split_mask_numpy(level) for level in range(5)}
+    sizes = {"train": (16000, 50000), "eval": (8000, 12000)}  # all levels, level 4
+
+    @jax.jit
+    def draw(key):
+        keys = jax.random.split(key, 4)
+        return {split: (task.sample(keys[2 * i], n, split=split),
+                        task.sample(keys[2 * i + 1], m, level=jnp.full(m, 4), split=split))
+                for i, (split, (n, m)) in enumerate(sizes.items())}
+
+    draws = jax.device_get(draw(jax.random.key(9)))
+    for split, (problems, equations) in draws.items():
+        level, operands = problems.level, problems.operands
+        assert set(level.tolist()) == set(range(5))
+        for lv in range(5):
+            index = _numpy_index(lv, operands[level == lv])
+            on_eval = masks[lv][index]
+            if lv in (0, 3):  # not split: any problem, none of them held out
+                assert len(np.unique(index)) > 0.5 * min(LEVEL_SIZES[lv], len(index))
+            elif split == "train":
+                assert not on_eval.any(), f"a training draw of level {lv} is an eval problem"
+            else:
+                assert on_eval.all(), f"an eval draw of level {lv} is a training problem"
+        assert TOKENIZER.decode_batch(problems.prompt[:50]) == [
+            render_problem(int(lv), ops)[0] for lv, ops in zip(level[:50], operands[:50],
+                                                               strict=True)]
+        # Level 4 (3 078 problems): each side's problems are all drawn, about equally often.
+        side = masks[4] if split == "eval" else ~masks[4]
+        counts = np.bincount(_numpy_index(4, equations.operands), minlength=LEVEL_SIZES[4])
+        assert counts[side].min() > 0 and counts[side].max() < 3 * counts[side].mean(), split
+        assert counts[~side].sum() == 0
+
+
+def test_the_fallback_of_a_missed_draw_is_on_the_right_side():
+    """When every candidate misses (probability <= 1e-9, forced here by eval_fraction
+    0.99 with one candidate's worth of luck), the draw is the side's first problem."""
+    from rljax.envs.arithmetic import _first_on_side
+
+    for level in (1, 2, 4):
+        for eval_side in (False, True):
+            ops = _first_on_side(level, 0.2, eval_side)
+            index = _numpy_index(level, [ops])[0]
+            assert bool(eval_split_mask_numpy(level)[index]) == eval_side
+    task = ArithmeticTask(levels=(1,), prompt_length=7, solution_length=4, eval_fraction=0.99)
+    problems = jax.jit(lambda key: task.sample(key, 300))(jax.random.key(0))
+    index = _numpy_index(1, np.asarray(problems.operands))
+    assert not eval_split_mask_numpy(1, 0.99)[index].any()
+
+
+def test_small_levels_are_flagged_and_the_threshold_is_a_field():
+    task = ArithmeticTask(levels=(0, 1))
+    assert task.held_out_levels == (1,) and task.training_only_levels == (0,)
+    problems = jax.jit(lambda key: task.sample(key, 400, split="eval"))(jax.random.key(2))
+    held_out = np.asarray(task.is_held_out(problems))
+    level = np.asarray(problems.level)
+    assert held_out[level == 1].all() and not held_out[level == 0].any()
+    # Level 0 only: nothing to split, so the eval draw is the unsplit draw.
+    only0 = ArithmeticTask(levels=(0,))
+    draws = jax.jit(lambda key: [only0.sample(key, 32, split=split)
+                                 for split in ("train", "eval", "all")])(jax.random.key(3))
+    for draw in draws[:2]:
+        jax.tree.map(np.testing.assert_array_equal, draw, draws[2])
+    lower = ArithmeticTask(levels=(3,), prompt_length=6, solution_length=4,
+                           min_split_problems=500)
+    assert lower.held_out_levels == (3,)
+    assert ArithmeticTask(levels=(3,), prompt_length=6, solution_length=4).held_out_levels == ()
+
+
+@pytest.mark.parametrize("fields, name", [
+    ({"eval_fraction": 0.0}, "eval_fraction"), ({"eval_fraction": 1.0}, "eval_fraction"),
+    ({"eval_fraction": "0.2"}, "eval_fraction"), ({"min_split_problems": 0},
+                                                  "min_split_problems"),
+])
+def test_bad_split_fields_are_one_line_errors(fields, name):
+    with pytest.raises(ValueError, match=name):
+        ArithmeticTask(**fields).validate()
+    with pytest.raises(ValueError, match="split"):
+        ArithmeticTask().sample(jax.random.key(0), 4, split="test")
 
 
 def test_widest_lengths_are_exact():

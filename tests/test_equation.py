@@ -6,10 +6,15 @@ import numpy as np
 import pytest
 
 from rljax.envs.equation import (
+    HOLDOUT_MODULUS,
+    NUM_LEVELS,
     EquationEnv,
     EquationParams,
     distance_to_solved,
+    enumerate_equations,
+    is_held_out,
     sample_equation,
+    sample_split_equation,
 )
 
 ENV = EquationEnv()
@@ -121,3 +126,46 @@ def test_invalid_move_is_a_no_op_and_vmap_over_levels():
     obs, states = jax.jit(jax.vmap(ENV.reset))(jax.random.split(jax.random.key(1), 4), params)
     assert obs.shape == (4, 8)
     assert np.all(np.asarray(jax.vmap(distance_to_solved)(states.coeffs)) >= 1)
+
+
+def _reference_hash_held_out(a, b, c, d, modulus):
+    """Slow obvious reference of the split: the uint32 hash in Python integers."""
+    h = 0
+    for v in (a, b, c, d):
+        h = ((h ^ (v & 0xFFFFFFFF)) * 0x9E3779B1) & 0xFFFFFFFF
+        h ^= h >> 15
+    return h % modulus == 0
+
+
+@pytest.mark.parametrize("level", range(NUM_LEVELS))
+def test_split_partitions_the_whole_problem_space_and_samplers_respect_it(level):
+    space = enumerate_equations(level)
+    coeffs = space[:, :4]
+    a, b, c, d, x = space.T
+    np.testing.assert_array_equal(a * x + b, c * x + d)
+    assert len({tuple(r) for r in coeffs.tolist()}) == len(space)  # distinct problems
+    held = np.asarray(jax.jit(is_held_out)(jnp.asarray(coeffs)))
+    rows = np.arange(len(space))[:: max(1, len(space) // 500)]
+    assert [bool(held[i]) for i in rows] == [
+        _reference_hash_held_out(*map(int, coeffs[i]), HOLDOUT_MODULUS) for i in rows]
+    held_set = {tuple(r) for r in coeffs[held].tolist()}
+    train_set = {tuple(r) for r in coeffs[~held].tolist()}
+    # Disjoint, covering the space, both sides non-empty (about a fifth held out).
+    assert not held_set & train_set and len(held_set) + len(train_set) == len(space)
+    assert 0.1 < len(held_set) / len(space) < 0.3
+    # Plain draws lie in the enumerated space; split draws on their side only.
+    keys = jax.random.split(jax.random.key(level), 2000)
+    drawn, _ = jax.jit(jax.vmap(lambda k: sample_equation(k, jnp.int32(level))))(keys)
+    assert {tuple(r) for r in np.asarray(drawn).tolist()} <= held_set | train_set
+    for side, allowed in ((True, held_set), (False, train_set)):
+        got, sol = jax.jit(jax.vmap(
+            lambda k, s=side: sample_split_equation(k, jnp.int32(level), HOLDOUT_MODULUS, s)
+        ))(keys[:500])
+        got = {tuple(r) for r in np.asarray(got).tolist()}
+        assert got <= allowed, (side, len(got - allowed))
+        assert len(got) > min(10, len(allowed) // 2)
+
+
+def test_enumerate_equations_rejects_bad_level():
+    with pytest.raises(ValueError, match="level"):
+        enumerate_equations(4)

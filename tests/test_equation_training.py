@@ -147,7 +147,9 @@ def test_run_attempt_against_a_python_loop():
 
 def test_tiny_training_runs_under_jit_and_vmap():
     # "outcome+progress" with a KL term exercises both advantage paths and the reference.
-    config = dataclasses.replace(TINY, advantage="outcome+progress", kl_beta=0.04)
+    # 32 problems x 3 updates x 2 seeds: were the split ignored, ~38 would be held out.
+    config = dataclasses.replace(TINY, advantage="outcome+progress", kl_beta=0.04,
+                                 problems_per_update=32)
     train = jax.jit(jax.vmap(make_equation_grpo_train(config)))
     keys = jax.random.split(jax.random.key(0), 2)
     params, logs = train(keys)
@@ -162,7 +164,9 @@ def test_tiny_training_runs_under_jit_and_vmap():
         assert logs[name].shape == (2, 3), name
         assert np.all(np.isfinite(np.asarray(logs[name]))), name
     assert logs["level_accuracy"].shape == (2, 3, 4)
-    np.testing.assert_array_equal(np.asarray(logs["level_count"]).sum(-1), 4)
+    np.testing.assert_array_equal(np.asarray(logs["level_count"]).sum(-1), 32)
+    # Training never drew an evaluation (held-out) problem.
+    np.testing.assert_array_equal(np.asarray(logs["held_out_drawn"]), 0)
     # The first update's rollout comes from the initial parameters: KL to them is 0.
     np.testing.assert_allclose(np.asarray(logs["kl"][:, 0]), 0.0, atol=1e-6)
     # Seeds differ; evaluation runs on one seed's trained parameters and gives fractions.

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from experiments import gdro
 from experiments.gdro import masked_group_advantages
 from rljax.cli import main
 
@@ -48,11 +49,42 @@ def test_tiny_study_writes_files_and_keys(tmp_path):
     assert len(table) == 4 * 4 and (table["rollouts"] <= budget).all()
     for name in ("report.md", "curriculum.png", "config.json"):
         assert (out / name).exists(), name
+    # per-seed banks (the default): every seed its own bank, the same one for every method
+    assert summary["bank"]["mode"] == "per_seed" and summary["bank"]["distinct_banks"] == 4
+    per_seed = table.pivot(index="seed", columns="method", values="bank_mean_p0")
+    assert per_seed["uniform"].nunique() == 4
+    assert (per_seed.nunique(axis=1) == 1).all()  # paired: one bank per seed across methods
+    report = (out / "report.md").read_text()
+    assert "drawn per seed" in report and "does not reproduce" not in report
+    assert "coverage" in report.split("## Procedure")[1]
+
+
+def test_banks_differ_across_seeds_unless_fixed():
+    config = gdro.Config(num_prompts=32)
+    keys = jax.random.split(jax.random.key(0), 3)
+    bank = gdro.PromptBank(num_prompts=32, num_answers=config.num_answers)
+
+    def p0(config):
+        return np.stack([np.asarray(bank.sample_params(gdro.bank_key(config, k)).p0)
+                         for k in keys])
+
+    per_seed = p0(config)
+    assert not np.array_equal(per_seed[0], per_seed[1])
+    assert not np.array_equal(per_seed[1], per_seed[2])
+    fixed = p0(gdro.Config(num_prompts=32, bank="fixed", bank_seed=7))
+    assert np.array_equal(fixed[0], fixed[1]) and np.array_equal(fixed[1], fixed[2])
+    expected = np.asarray(bank.sample_params(jax.random.key(7)).p0)
+    np.testing.assert_array_equal(fixed[0], expected)
+    # the bank's key is not one of the seed's step keys
+    steps = jax.random.split(keys[0], 188)
+    bank_bits = jax.random.key_data(gdro.bank_key(config, keys[0]))
+    assert not (np.asarray(jax.random.key_data(steps)) == np.asarray(bank_bits)).all(1).any()
 
 
 @pytest.mark.parametrize("setting, field", [
     ("bin_edges=0.8,0.2", "bin_edges"), ("n_min=9", "n_min"), ("learning_rate=0", "learning_rate"),
     ("group_size=1", "group_size"), ("gdro_step_size=0", "step_size"),
+    ("bank=shared", "bank"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, capsys, setting, field):
     out = tmp_path / "bad"

@@ -2,12 +2,11 @@
 auto-reset, truncation), gymnax's legacy five-value API, a non-CartPole env, and a PPO
 sweep through the adapter."""
 
+import gymnax  # a dev dependency: a missing one fails, never skips
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-gymnax = pytest.importorskip("gymnax")
 
 from rljax.algorithms import PPOTrainConfig, make_ppo_train  # noqa: E402
 from rljax.algorithms.ppo import _has_final_obs  # noqa: E402  (what PPO checks)

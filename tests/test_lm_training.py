@@ -44,6 +44,26 @@ def test_config_errors_name_the_field(field, value):
         make_lm_trainer(dataclasses.replace(TINY, **{field: value}))
 
 
+def test_training_draws_are_disjoint_from_the_evaluation_set():
+    """Warm-up / RL problems come from the training split, the evaluation set from the
+    eval split (levels in turn); level 0 cannot be split and is flagged as not held out."""
+    trainer = make_lm_trainer(dataclasses.replace(TINY, levels=(0, 1), eval_prompts=64))
+    evals = jax.device_get(trainer.eval_problems())
+    np.testing.assert_array_equal(evals.level, np.tile([0, 1], 32))
+    held_out = np.asarray(trainer.eval_held_out())
+    np.testing.assert_array_equal(held_out, evals.level == 1)
+    train = jax.jit(jax.vmap(lambda k: trainer.sample_problems(k, 256)))(
+        jax.random.split(jax.random.key(0), 8))
+    flat = jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:]), train)
+    assert not np.asarray(trainer.task.is_held_out(flat)).any()
+    assert set(np.asarray(flat.level).tolist()) == {0, 1}
+    # the evaluation set is one fixed draw: the same for every trainer of the config
+    again = make_lm_trainer(dataclasses.replace(TINY, levels=(0, 1), eval_prompts=64))
+    np.testing.assert_array_equal(again.eval_problems().operands, evals.operands)
+    with pytest.raises(ValueError, match="eval_fraction"):
+        make_lm_trainer(dataclasses.replace(TINY, eval_fraction=1.5))
+
+
 def test_warm_up_lowers_the_supervised_loss():
     trainer = make_lm_trainer(dataclasses.replace(TINY, sft_steps=30))
     params = trainer.policy.init(jax.random.key(0))
@@ -66,7 +86,7 @@ class NaNRewardTrainer(LMTrainer):
 def test_rl_step_trains_on_rewards_and_never_on_nan_rewards(algorithm):
     config = STEP[algorithm]
     trainer = make_lm_trainer(config)
-    state = jax.jit(trainer.init)(jax.random.key(0))
+    state = jax.jit(trainer.init)(jax.random.key(1))  # a seed whose groups have signal
     new, metrics = jax.jit(trainer.rl_step)(state)
     assert int(new.step) == 1
     assert float(metrics["zero_signal_fraction"]) < 1.0
@@ -95,6 +115,16 @@ def test_chunked_sweep_is_per_seed_resumes_bitwise_and_checks_config(tmp_path):
     full = sweep.run(3, checkpointer=Checkpointer(directory, metadata=meta))
     assert full.outputs["logs"]["reward"].shape == (3, 2, 2)
     assert full.outputs["final"]["eval_accuracy"].shape == (3,)
+    # per-prompt correctness: [seeds, eval_prompts], its mean is the accuracy
+    final = full.outputs["final"]
+    assert final["eval_correct"].shape == final["start_correct"].shape == (3, 8)
+    np.testing.assert_allclose(final["eval_correct"].mean(axis=1), final["eval_accuracy"],
+                               rtol=1e-6)
+    np.testing.assert_allclose(final["start_correct"].mean(axis=1), final["start_accuracy"],
+                               rtol=1e-6)
+    held_out = np.asarray(trainer.eval_held_out())
+    np.testing.assert_allclose(full.outputs["logs"]["eval_held_out_accuracy"][:, -1],
+                               final["eval_correct"][:, held_out].mean(axis=1), rtol=1e-6)
     assert Checkpointer(directory).steps() == [1, 4]  # chunk 1 of round 0, of round 1
     # Interrupted after chunk 1 of round 1 (seeds 2-3): drop what came later, resume.
     shutil.rmtree(directory / "rounds" / "1")

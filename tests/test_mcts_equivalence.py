@@ -13,12 +13,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import mctx  # a dev dependency: a missing one fails, never skips
 import numpy as np
 import pytest
 
 import rljax.search as rs
-
-mctx = pytest.importorskip("mctx")
 
 NUM_STATES = 48
 

@@ -16,12 +16,11 @@ import functools
 import chex
 import jax
 import jax.numpy as jnp
+import mctx as real_mctx  # a dev dependency: a missing one fails, never skips
 import numpy as np
 import pytest
 
 import rljax.search
-
-real_mctx = pytest.importorskip("mctx")
 
 pytestmark = pytest.mark.timeout(180)
 

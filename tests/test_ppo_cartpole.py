@@ -41,6 +41,56 @@ def test_tiny_study_writes_files_and_keys(tmp_path):
     for name in ("report.md", "return_curve.png", "final_returns.png", "config.json"):
         assert (out / name).exists(), name
     assert "95 % CI" in (out / "report.md").read_text()
+    low, high = summary["fraction_seeds_final_500_ci"]
+    assert 0.0 <= low <= summary["fraction_seeds_final_500"] <= high <= 1.0
+    procedure = (out / "report.md").read_text().split("## Procedure")[1]
+    assert summary["final_return_interval_note"] in procedure and "coverage" in procedure
+
+
+def test_clopper_pearson_matches_scipy_and_closed_forms():
+    from scipy.stats import binomtest
+
+    for x, n in ((0, 16), (3, 16), (15, 16), (16, 16), (1, 1), (37, 100)):
+        ref = binomtest(x, n).proportion_ci(confidence_level=0.95, method="exact")
+        np.testing.assert_allclose(ppo_cartpole.clopper_pearson(x, n), (ref.low, ref.high),
+                                   rtol=1e-9, atol=1e-12)
+    # x = n: [(alpha / 2)^(1 / n), 1]; x = 0: [0, 1 - (alpha / 2)^(1 / n)]
+    assert ppo_cartpole.clopper_pearson(16, 16) == pytest.approx((0.025 ** (1 / 16), 1.0))
+    assert ppo_cartpole.clopper_pearson(0, 16) == pytest.approx((0.0, 1 - 0.025 ** (1 / 16)))
+    for bad, field in (((17, 16), "successes"), ((1, 0), "trials"), ((-1, 4), "successes")):
+        with pytest.raises(ValueError, match=field):
+            ppo_cartpole.clopper_pearson(*bad)
+
+
+def _summary(iqm, ci, at_cap, seeds_at_cap):
+    return {
+        "final_return_iqm": iqm, "final_return_ci": ci, "final_return_at_cap": at_cap,
+        "final_return_mean": iqm, "final_return_median": iqm,
+        "final_return_interval_note": "iqm over n = 16: some interval, measured coverage 0.95",
+        "fraction_seeds_final_500": seeds_at_cap / 16,
+        "fraction_seeds_final_500_ci": list(ppo_cartpole.clopper_pearson(seeds_at_cap, 16)),
+        "seeds_final_500": seeds_at_cap, "seeds_without_final_episode": 0,
+        "env_steps_per_second": 1e5, "compile_seconds": 1.0, "env_steps_per_seed": 499_712,
+        "updates": 976, "chunks": 16, "logged_rows": 976, "ppo_state_bytes": 2,
+        "grpo_state_bytes": 1, "ppo_param_count": 2, "grpo_param_count": 1,
+        "state_bytes_ratio": 2.0,
+    }
+
+
+def test_report_says_a_final_iqm_of_500_is_the_cap_not_precision():
+    config = ppo_cartpole.Config()
+    at_cap = _summary(500.0, [500.0, 500.0], True, 15)
+    reading = ppo_cartpole.reading(at_cap, config)
+    assert "at the 500-step cap" in reading and "not a precise estimate" in reading
+    assert "15 of 16 seeds (94 %, 95 % CI [70, 100] %)" in reading
+    text = ppo_cartpole.report_markdown(at_cap, config)
+    row = next(line for line in text.splitlines() if line.startswith("| final return (IQM"))
+    assert "at the 500-step cap" in row and "not precision" in row
+    row = next(line for line in text.splitlines() if line.startswith("| fraction of seeds"))
+    assert "[0.698, 0.998]" in row and "Clopper-Pearson" in row
+    below = ppo_cartpole.report_markdown(_summary(310.0, [250.0, 400.0], False, 2), config)
+    assert "cap:" not in below and "not precision" not in below
+    assert "2 of 16 seeds (12 %, 95 % CI [2, 38] %)" in below
 
 
 def test_state_bytes_count_params_and_adam_moments():

@@ -22,8 +22,10 @@ skipped with that reason.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,3 +303,51 @@ def test_toml_entry_point_groups(block):
 
 def test_the_readme_has_snippets():
     assert PYTHON and BASH and SYNOPSES and INLINE
+
+
+# ---------------------------------------------------------------------------------------
+# CI runs the README's test command
+
+
+CI_RUN = README.parent / ".ci" / "run"
+
+
+def _fake_ci(tmp_path, pytest_output: str, pytest_status: int):
+    """Run ``.ci/run`` in a copy of the repository layout with ``pip`` and ``python``
+    replaced by stubs: ``python`` prints ``pytest_output`` and exits ``pytest_status``.
+    Returns ``(exit status, stdout + stderr, the arguments python got)``."""
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text(CI_RUN.read_text())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "out.txt").write_text(pytest_output)
+    for name, body in (("pip", "exit 0"),
+                       ("python", f'echo "$@" > "{tmp_path}/argv"; cat "{tmp_path}/out.txt"; '
+                                  f"exit {pytest_status}")):
+        stub = bin_dir / name
+        stub.write_text(f"#!/usr/bin/env bash\n{body}\n")
+        stub.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout + proc.stderr, (tmp_path / "argv").read_text().split()
+
+
+QUICKSTART_TEST = ["-m", "pytest", "-q", "-n", "2"]
+
+
+def test_ci_run_is_the_readme_command_and_propagates_pytest_status(tmp_path):
+    assert "pip install -e '.[dev]' && python -m pytest -q -n 2" in TEXT
+    code, _, argv = _fake_ci(tmp_path, "1 failed, 3 passed\n", 1)
+    assert code == 1  # pytest's status survives the tee (pipefail)
+    assert argv[:len(QUICKSTART_TEST)] == QUICKSTART_TEST  # the README line, plus flags
+
+
+@pytest.mark.parametrize("skip_line, fails", [
+    ("SKIPPED [1] tests/test_x.py:3: could not import 'mctx': No module named 'mctx'", True),
+    ("SKIPPED [2] tests/test_readme.py:230: pip install: changes the environment", False),
+])
+def test_ci_run_fails_on_a_skip_for_a_missing_module(tmp_path, skip_line, fails):
+    code, output, _ = _fake_ci(tmp_path, f"...s\n{skip_line}\n3 passed, 1 skipped\n", 0)
+    assert code == (1 if fails else 0), output
+    assert ("skipped for a missing module" in output) == fails

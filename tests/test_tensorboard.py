@@ -10,11 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorboardX  # noqa: F401  (a dev dependency: a missing one fails, never skips)
 
 from rljax.stats import aggregate_iqm
 from rljax.tensorboard import AggregateWriter, seed_aggregates, write_chunk_logs
-
-pytest.importorskip("tensorboardX")
 
 
 def read_scalars(logdir):
@@ -151,3 +150,64 @@ def test_cli_tensorboard_writes_per_chunk_aggregates(tmp_path, monkeypatch):
         values = np.array([row[chunk] for row in summary["x0"]], np.float32)
         for name, value in expected(values).items():
             assert got[(f"x0/{name}", chunk + 1)] == pytest.approx(float(value), rel=1e-6)
+
+
+def test_cli_tensorboard_on_a_study_that_cannot_write_it_exits_2(tmp_path, capsys,
+                                                                  monkeypatch):
+    """``--tensorboard`` on a study that does not declare ``SUPPORTS_TENSORBOARD`` (it runs
+    no ``ChunkedSweep``) is refused: exit 2, one line naming the flag, nothing written, the
+    study never run. Without the flag the same study runs."""
+    import types
+
+    sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+    import chunked_study
+
+    from rljax import cli
+
+    calls = []
+    plain = types.ModuleType("plain_study")
+    plain.Config, plain.DESCRIPTION = chunked_study.Config, "test: a Sweep-only study"
+
+    def run(config, out_dir):
+        calls.append(out_dir)
+        return {"ok": 1}
+
+    plain.run = run
+
+    class EntryPoint:
+        def load(self):
+            return plain
+
+    real = cli.registry
+    monkeypatch.setattr(cli, "registry", lambda group: {
+        **real(group), **({"plain-test": EntryPoint()} if group == cli.EXPERIMENT_GROUP
+                          else {})})
+    out, board = tmp_path / "out", tmp_path / "tb"
+    capsys.readouterr()
+    code = cli.main(["run", "plain-test", "--out", str(out), "--tensorboard", str(board)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: --tensorboard:") and "plain-test" in err
+    assert err.count("\n") == 1
+    assert not out.exists() and not board.exists() and calls == []
+    assert cli.main(["run", "plain-test", "--out", str(out)]) == 0 and len(calls) == 1
+
+
+def test_supports_tensorboard_is_declared_exactly_by_chunked_studies():
+    """Every registered study declares ``SUPPORTS_TENSORBOARD = True`` iff its source runs a
+    ``ChunkedSweep`` (the only sweep that writes TensorBoard logs)."""
+    import ast
+    import inspect
+
+    from rljax import cli
+
+    def calls_chunked_sweep(module):
+        tree = ast.parse(inspect.getsource(module))
+        return any(isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
+            node.func, "attr", None)) == "ChunkedSweep" for node in ast.walk(tree))
+
+    studies = {name: ep.load() for name, ep in cli.registry(cli.EXPERIMENT_GROUP).items()}
+    declared = {n for n, m in studies.items() if cli.supports_tensorboard(m)}
+    chunked = {n for n, m in studies.items() if calls_chunked_sweep(m)}
+    assert declared == chunked, {n: studies[n].__file__ for n in declared ^ chunked}
+    assert {"ppo-cartpole", "lm-grpo"} <= declared and "orm-vs-prm" not in declared

@@ -20,12 +20,22 @@ One seed's run, cut into chunks so a sweep can checkpoint between them
 Rewards that are NaN (e.g. a NaN weight) are counted in ``nan_rewards`` and their groups
 (GRPO) or sequences (PPO) are masked out of the update, never trained on.
 
-The held-out prompts are drawn once from ``eval_seed`` (the same set for every seed);
-evaluation decodes greedily (temperature 0).
+**Evaluation set.** Training problems (warm-up and RL) come from the task's training
+split (``ArithmeticTask.sample``'s default ``split="train"``); the evaluation prompts are
+one fixed draw of ``eval_prompts`` problems from the disjoint eval split
+(``split="eval"``), drawn once from ``eval_seed`` and shared by every seed and arm, with
+the levels taken in turn (``levels[i % len(levels)]``, so each level has an equal share).
+Draws are with replacement, i.e. an i.i.d. sample of the eval split (what a bootstrap over
+prompts assumes). A level too small to split (``ArithmeticTask.training_only_levels``)
+has no eval side: its evaluation prompts are training problems and their accuracy is
+*training* accuracy -- ``eval_held_out`` marks the prompts that are held out. Evaluation
+decodes greedily (temperature 0) and keeps each prompt's correctness (``eval_correct
+[eval_prompts]``), so a study can resample seeds *and* prompts.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +56,7 @@ from rljax.curriculum import (
     prompt_gdro_sampler,
     uniform_sampler,
 )
-from rljax.envs.arithmetic import ArithmeticTask, Problems
+from rljax.envs.arithmetic import MIN_SPLIT_PROBLEMS, ArithmeticTask, Problems
 from rljax.losses import AGGREGATIONS, KL_ESTIMATORS
 from rljax.nonfinite import NONFINITE_STEP, track_nonfinite
 from rljax.policies.lm import LMConfig, TinyLM
@@ -81,7 +91,10 @@ class LMTrainConfig:
       temperature, top_k: sampling during training (top_k 0 = off).
       reward_accuracy, reward_format, reward_process: weights of the reward programs.
       value_coef, entropy_coef, lam: PPO's value weight, entropy bonus and GAE lambda.
-      eval_prompts, eval_seed: the held-out set (same for every seed).
+      eval_prompts, eval_seed: the evaluation set, one fixed draw from the eval split
+        (module docstring; the same for every seed).
+      eval_fraction, min_split_problems: the task's held-out share of each split level
+        and the smallest level it splits (``ArithmeticTask``).
       curriculum: ``"none"`` (levels drawn uniformly by the task), or a
         :mod:`rljax.curriculum` sampler over the levels as "prompts" (difficulty = level):
         ``"uniform"`` or ``"prompt_gdro"`` (GRPO only).
@@ -120,6 +133,8 @@ class LMTrainConfig:
     lam: float = 0.95
     eval_prompts: int = 256
     eval_seed: int = 12345
+    eval_fraction: float = 0.2
+    min_split_problems: int = MIN_SPLIT_PROBLEMS
     curriculum: str = "none"
 
     @property
@@ -133,7 +148,9 @@ class LMTrainConfig:
 
     def task(self) -> ArithmeticTask:
         return ArithmeticTask(levels=tuple(self.levels), prompt_length=self.prompt_length,
-                              solution_length=self.max_new_tokens)
+                              solution_length=self.max_new_tokens,
+                              eval_fraction=self.eval_fraction,
+                              min_split_problems=self.min_split_problems)
 
     def lm_config(self, value_head: bool = False) -> LMConfig:
         return LMConfig(context_length=self.prompt_length + self.max_new_tokens,
@@ -196,8 +213,11 @@ class LMTrainState:
       opt_state: Adam's state for ``params``.
       key: the run's PRNG key (split at every step).
       step: RL steps taken, int32 scalar.
-      eval_accuracy, eval_format: the latest held-out evaluation.
-      start_accuracy, start_format: the evaluation right after the warm-up.
+      eval_accuracy, eval_format: the latest evaluation (means over all evaluation
+        prompts).
+      eval_correct: float32 ``[eval_prompts]``, the latest evaluation's per-prompt
+        greedy correctness (0 or 1).
+      start_accuracy, start_format, start_correct: the evaluation right after the warm-up.
       curriculum: the curriculum sampler's state (``()`` without one).
       nonfinite_step: the first RL step after which the loss or the params were NaN/inf
         (int32, -1 while finite); ``finish`` reports it as ``NONFINITE_STEP``.
@@ -212,6 +232,8 @@ class LMTrainState:
     eval_format: Array
     start_accuracy: Array
     start_format: Array
+    eval_correct: Array = ()
+    start_correct: Array = ()
     curriculum: Any = ()
     nonfinite_step: Array = -1
 
@@ -244,17 +266,45 @@ class LMTrainer:
         return self.task.sample(key, num)
 
     def eval_problems(self) -> Problems:
-        return self.task.sample(jax.random.key(self.config.eval_seed), self.config.eval_prompts)
+        """The evaluation set (module docstring): ``eval_prompts`` problems from the eval
+        split, drawn from ``eval_seed``, levels in turn."""
+        return _jitted_eval(self.task, self.config.levels, self.config.eval_prompts,
+                            self.config.eval_seed)[0]
 
-    def evaluate(self, policy_params: Any, problems: Problems | None = None
-                 ) -> tuple[Array, Array]:
-        """Greedy accuracy and format rate on ``problems`` (default: the held-out set)."""
+    def eval_held_out(self) -> Array:
+        """bool ``[eval_prompts]``: which evaluation prompts are held out (on the eval side
+        of a split level); the others are training problems of an unsplit level."""
+        return _jitted_eval(self.task, self.config.levels, self.config.eval_prompts,
+                            self.config.eval_seed)[1]
+
+    def evaluate_per_prompt(self, policy_params: Any, problems: Problems | None = None
+                            ) -> tuple[Array, Array]:
+        """Greedy ``(accuracy [N], format [N])`` per prompt, float32 in {0, 1}, on
+        ``problems`` (default: the evaluation set)."""
         problems = self.eval_problems() if problems is None else problems
         completion = self.policy.generate(
             policy_params, problems.prompt, problems.prompt_mask, jax.random.key(0),
             max_new_tokens=self.config.max_new_tokens, temperature=0.0)
         rewards = self.task.rewards(problems, completion.tokens, completion.mask)
-        return jnp.mean(rewards.accuracy), jnp.mean(rewards.format)
+        return rewards.accuracy, rewards.format
+
+    def evaluate(self, policy_params: Any, problems: Problems | None = None
+                 ) -> tuple[Array, Array]:
+        """Greedy accuracy and format rate (means) on ``problems`` (default: the
+        evaluation set)."""
+        accuracy, fmt = self.evaluate_per_prompt(policy_params, problems)
+        return jnp.mean(accuracy), jnp.mean(fmt)
+
+    def _evaluation(self, policy_params: Any) -> dict[str, Array]:
+        """The evaluation set's ``{"accuracy", "format", "held_out_accuracy", "correct"}``
+        (``held_out_accuracy``: mean over the held-out prompts, or over all when none is
+        held out)."""
+        correct, fmt = self.evaluate_per_prompt(policy_params)
+        held_out = self.eval_held_out()
+        weights = jnp.where(jnp.any(held_out), held_out, True).astype(jnp.float32)
+        return {"accuracy": jnp.mean(correct), "format": jnp.mean(fmt),
+                "held_out_accuracy": jnp.sum(correct * weights) / jnp.sum(weights),
+                "correct": correct}
 
     def sft_loss(self, params: Any, problems: Problems) -> Array:
         """Mean negative log-likelihood of the correct solution tokens."""
@@ -301,11 +351,14 @@ class LMTrainer:
             params = {"policy": policy_params, "value": self.value.init(value_key)}
         else:
             params = policy_params
-        accuracy, fmt = self.evaluate(policy_params)
+        evaluation = self._evaluation(policy_params)
+        accuracy, fmt = evaluation["accuracy"], evaluation["format"]
         return LMTrainState(params=params, reference=policy_params,
                             opt_state=self.rl_optimizer().init(params), key=run_key,
                             step=jnp.zeros((), jnp.int32), eval_accuracy=accuracy,
                             eval_format=fmt, start_accuracy=accuracy, start_format=fmt,
+                            eval_correct=evaluation["correct"],
+                            start_correct=evaluation["correct"],
                             curriculum=() if self.sampler is None else self.sampler.init(None),
                             nonfinite_step=jnp.int32(-1))
 
@@ -323,21 +376,28 @@ class LMTrainer:
         return state, metrics
 
     def advance(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
-        """``steps_per_chunk`` RL steps, then a held-out evaluation.
+        """``steps_per_chunk`` RL steps, then an evaluation on the evaluation set.
 
         Returns ``(state, logs)`` with per-step metrics ``[steps_per_chunk]`` and the
-        chunk-end ``eval_accuracy`` / ``eval_format`` scalars."""
+        chunk-end scalars ``eval_accuracy`` / ``eval_format`` (all evaluation prompts) and
+        ``eval_held_out_accuracy`` (the held-out prompts; all prompts if none is)."""
         state, metrics = jax.lax.scan(lambda s, _: self.rl_step(s), state, None,
                                       length=self.config.steps_per_chunk)
-        accuracy, fmt = self.evaluate(self.policy_params(state.params))
-        state = state.replace(eval_accuracy=accuracy, eval_format=fmt)
-        return state, {**metrics, "eval_accuracy": accuracy, "eval_format": fmt}
+        evaluation = self._evaluation(self.policy_params(state.params))
+        state = state.replace(eval_accuracy=evaluation["accuracy"],
+                              eval_format=evaluation["format"],
+                              eval_correct=evaluation["correct"])
+        return state, {**metrics, "eval_accuracy": evaluation["accuracy"],
+                       "eval_format": evaluation["format"],
+                       "eval_held_out_accuracy": evaluation["held_out_accuracy"]}
 
     def finish(self, state: LMTrainState) -> dict[str, Array]:
         """``{"start_accuracy", "start_format", "eval_accuracy", "eval_format",
-        NONFINITE_STEP}``."""
+        NONFINITE_STEP}`` (scalars) and ``"start_correct"``, ``"eval_correct"`` (float32
+        ``[eval_prompts]`` per-prompt correctness after the warm-up and at the end)."""
         return {"start_accuracy": state.start_accuracy, "start_format": state.start_format,
                 "eval_accuracy": state.eval_accuracy, "eval_format": state.eval_format,
+                "start_correct": state.start_correct, "eval_correct": state.eval_correct,
                 NONFINITE_STEP: state.nonfinite_step}
 
     # -- the two updates -------------------------------------------------------------
@@ -462,6 +522,16 @@ class LMTrainer:
             "mean_level": jnp.mean(problems.level.astype(jnp.float32)),
         }
         return params, opt_state, state.curriculum, metrics
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _jitted_eval(task: ArithmeticTask, levels: tuple[int, ...], num: int, seed: int
+                 ) -> tuple[Problems, Array]:
+    """The evaluation set and its held-out flags, as one compiled program (cached per
+    task and set, so host-side calls do not dispatch the sampler op by op)."""
+    level = jnp.asarray(levels, jnp.int32)[jnp.arange(num) % len(levels)]
+    problems = task.sample(jax.random.key(seed), num, level=level, split="eval")
+    return problems, task.is_held_out(problems)
 
 
 def _sample_metrics(parts: Any, mask: Array) -> dict[str, Array]:

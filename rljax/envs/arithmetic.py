@@ -19,6 +19,17 @@ level  name        operands                                                examp
                    ``c = a x + b``; solve ``a x + b = c`` for ``x``        ``3x=15;x=5``
 =====  ==========  ======================================================  ===================
 
+**Train / eval split.** Each problem of a level with at least ``min_split_problems``
+(default 1000) distinct problems is assigned once and for all to the training or the
+evaluation side by a fixed 32-bit hash of ``(level, problem index)``
+(:func:`problem_hash`, MurmurHash3's finaliser; a numpy twin beside it): with the default
+``eval_fraction`` 0.2 levels 1, 2 and 4 are split (3 987, 399 995 and 610 eval problems).
+Training draws (``ArithmeticTask.sample``'s default ``split="train"``) never return an
+eval problem; ``split="eval"`` returns only eval problems. Levels 0 (100 problems) and 3
+(784) are too small to split honestly and are not split: every one of their problems is
+a training problem, so an evaluation on them measures *training* accuracy
+(``ArithmeticTask.is_held_out`` is False there, ``training_only_levels`` lists them).
+
 In equations the coefficient 1 is written ``x`` (``x-4=-7;`` -> ``x=-3``) and steps are
 separated by ``;``. Layout (as everywhere in rljax): a prompt is ``[BOS, chars]``
 left-padded with PAD, a completion ``[chars, EOS]`` right-padded with PAD.
@@ -68,6 +79,8 @@ answer form), vmapped over the batch.
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -572,6 +585,138 @@ def _verify_one(tokens: Array, mask: Array, level: Array, answer: Array, max_ste
 
 
 # --------------------------------------------------------------------------------------
+# The train / eval split: a fixed hash of each problem.
+# --------------------------------------------------------------------------------------
+
+SPLITS = ("train", "eval", "all")
+"""``ArithmeticTask.sample``'s ``split``: the training side, the held-out side, or every
+problem (the draw of rljax <= 0.x, without any exclusion)."""
+MIN_SPLIT_PROBLEMS = 1000
+"""Default ``ArithmeticTask.min_split_problems``: a level with fewer distinct problems is
+not split (at the default ``eval_fraction`` 0.2 its eval side would hold under 200
+problems, a handful of near-duplicates of the training side such as ``3+4`` / ``4+3``)."""
+
+_SPANS = tuple(tuple(high - low + 1 for low, high in (f, s, t))
+               for f, s, t in zip(_FIRST_RANGE, _SECOND_RANGE, _THIRD_RANGE, strict=True))
+LEVEL_SIZES = tuple(f * s * t for f, s, t in _SPANS)
+"""Distinct problems per level: 100, 20 000, 2 000 000, 784, 3 078."""
+
+_HASH_LEVEL = 0x9E3779B9  # 2^32 / golden ratio: spreads the level over the word
+_HASH_MUL1, _HASH_MUL2 = 0x85EBCA6B, 0xC2B2AE35  # MurmurHash3's fmix32 constants
+_MISS_PROBABILITY = 1e-9  # chance that all of a draw's candidates fall on the wrong side
+
+
+def _eval_threshold(eval_fraction: float) -> int:
+    """Hashes below this uint32 value are on the eval side."""
+    return min(int(round(eval_fraction * 2.0**32)), 2**32 - 1)
+
+
+def problem_index(level: Array, operands: Array) -> Array:
+    """A problem's index among its level's ``LEVEL_SIZES[level]`` problems (jnp).
+
+    ``index = ((a - a_low) * span_2 + (second - second_low)) * span_3 + third_index``,
+    where ``third_index`` is ``op - op_low`` on arithmetic levels and, on equations, the
+    position of ``b`` in ``-9..-1, 1..9``.
+
+    Args:
+      level: int32 ``[...]`` level indices.
+      operands: int32 ``[..., 3]`` as in :class:`Problems`.
+
+    Returns:
+      int32 ``[...]`` in ``0 .. LEVEL_SIZES[level] - 1``.
+    """
+    level = jnp.asarray(level, jnp.int32)
+    operands = jnp.asarray(operands, jnp.int32)
+    lows = jnp.asarray([[r[0] for r in _FIRST_RANGE], [r[0] for r in _SECOND_RANGE],
+                        [r[0] for r in _THIRD_RANGE]], jnp.int32)[:, level]
+    spans = jnp.asarray(_SPANS, jnp.int32)[level]
+    a, second, third = operands[..., 0], operands[..., 1], operands[..., 2]
+    equation_third = jnp.where(third < 0, third + 9, third + 8)
+    third_index = jnp.where(level == EQUATION_LEVEL, equation_third, third - lows[2])
+    return (((a - lows[0]) * spans[..., 1] + (second - lows[1])) * spans[..., 2]
+            + third_index).astype(jnp.int32)
+
+
+def problem_hash(level: Array, index: Array) -> Array:
+    """A fixed 32-bit hash of ``(level, index)`` (jnp; runs under jit and vmap).
+
+    ``h = fmix32((index * 8 + level) ^ (level * 0x9E3779B9))`` in uint32 arithmetic, with
+    MurmurHash3's finaliser ``fmix32(h)``: ``h ^= h >> 16; h *= 0x85EBCA6B; h ^= h >> 13;
+    h *= 0xC2B2AE35; h ^= h >> 16`` (Appleby, MurmurHash3, public domain). Its numpy twin
+    is :func:`problem_hash_numpy`.
+
+    Args:
+      level: int ``[...]`` level indices.
+      index: int ``[...]`` from :func:`problem_index`.
+
+    Returns:
+      uint32 ``[...]``.
+    """
+    level = jnp.asarray(level).astype(jnp.uint32)
+    h = (jnp.asarray(index).astype(jnp.uint32) * jnp.uint32(8) + level) ^ (
+        level * jnp.uint32(_HASH_LEVEL))
+    h = h ^ (h >> 16)
+    h = h * jnp.uint32(_HASH_MUL1)
+    h = h ^ (h >> 13)
+    h = h * jnp.uint32(_HASH_MUL2)
+    return h ^ (h >> 16)
+
+
+def problem_hash_numpy(level, index) -> np.ndarray:
+    """The numpy twin of :func:`problem_hash` (same formula, uint32 wrap-around)."""
+    level = np.asarray(level).astype(np.uint32)
+    h = (np.asarray(index).astype(np.uint32) * np.uint32(8) + level) ^ (
+        level * np.uint32(_HASH_LEVEL))
+    h = h ^ (h >> np.uint32(16))
+    h = h * np.uint32(_HASH_MUL1)
+    h = h ^ (h >> np.uint32(13))
+    h = h * np.uint32(_HASH_MUL2)
+    return (h ^ (h >> np.uint32(16))).astype(np.uint32)
+
+
+def all_problems(level: int) -> np.ndarray:
+    """Every problem of ``level`` (numpy): int32 ``[LEVEL_SIZES[level], 3]`` operands in
+    index order (row ``i`` has :func:`problem_index` ``i``)."""
+    _check_level(level)
+    axes = [np.arange(low, high + 1) for low, high in
+            (_FIRST_RANGE[level], _SECOND_RANGE[level], _THIRD_RANGE[level])]
+    a, second, third = (g.reshape(-1) for g in np.meshgrid(*axes, indexing="ij"))
+    if level == EQUATION_LEVEL:
+        third = third - 9 + (third >= 9)  # 0..17 -> -9..-1, 1..9
+    return np.stack([a, second, third], axis=1).astype(np.int32)
+
+
+def eval_split_mask_numpy(level: int, eval_fraction: float = 0.2) -> np.ndarray:
+    """bool ``[LEVEL_SIZES[level]]``: which of the level's problems (index order) hash to
+    the eval side, whether or not the level is large enough to be split."""
+    _check_level(level)
+    hashes = problem_hash_numpy(np.full(LEVEL_SIZES[level], level), np.arange(
+        LEVEL_SIZES[level]))
+    return hashes < np.uint32(_eval_threshold(eval_fraction))
+
+
+def _num_candidates(reject_probability: float) -> int:
+    """Candidates K so that all K land on the wrong side with probability <= 1e-9."""
+    if reject_probability <= 0.0:
+        return 1
+    return max(1, math.ceil(math.log(_MISS_PROBABILITY) / math.log(reject_probability)))
+
+
+@functools.lru_cache(maxsize=64)
+def _first_on_side(level: int, eval_fraction: float, eval_side: bool) -> tuple[int, ...]:
+    """The operands of the level's lowest-index problem on the given side (numpy; the
+    fallback of a draw whose candidates all missed), or None if that side is empty."""
+    threshold = np.uint32(_eval_threshold(eval_fraction))
+    size = LEVEL_SIZES[level]
+    for stop in (min(size, 4096), size):
+        hashes = problem_hash_numpy(np.full(stop, level), np.arange(stop))
+        hits = np.flatnonzero((hashes < threshold) == eval_side)
+        if hits.size:
+            return tuple(int(v) for v in all_problems(level)[hits[0]])
+    return None
+
+
+# --------------------------------------------------------------------------------------
 # The task.
 # --------------------------------------------------------------------------------------
 
@@ -597,12 +742,27 @@ class ArithmeticTask:
         the chosen levels (``WIDEST_SOLUTION_TOKENS``).
       max_steps: S, the most ``;``-separated steps an equation completion may write (and
         the width of ``Rewards.step_correct``); at least 2 when level 4 is drawn.
+      eval_fraction: the share of each split level's problems held out for evaluation,
+        in [0.01, 0.99]: problem ``p`` of level ``l`` is on the eval side iff
+        ``problem_hash(l, problem_index(p)) < eval_fraction * 2^32``
+        (:func:`problem_hash`), a fixed function of the problem, the same for every key,
+        seed and run.
+      min_split_problems: levels with fewer distinct problems (``LEVEL_SIZES``) are not
+        split: every problem of such a level is a training problem, and an ``"eval"``
+        draw of it is *training* accuracy (:meth:`is_held_out` is False there; with the
+        defaults, levels 0 (100 problems) and 3 (784) are not split).
+
+    Split. ``sample(..., split="train")`` (the default, used by the trainers) never
+    returns an eval-side problem; ``split="eval"`` returns only eval-side problems of
+    split levels (and any problem of an unsplit level); ``split="all"`` ignores the split.
     """
 
     levels: tuple[int, ...] = (0, 1)
     prompt_length: int = 12
     solution_length: int = 12
     max_steps: int = 4
+    eval_fraction: float = 0.2
+    min_split_problems: int = MIN_SPLIT_PROBLEMS
 
     def validate(self) -> None:
         """Raise a one-line ``ValueError`` naming the first bad field."""
@@ -625,13 +785,75 @@ class ArithmeticTask:
         if not _is_int(self.max_steps) or self.max_steps < need_steps:
             raise ValueError(f"max_steps: must be an integer >= {need_steps} for levels "
                              f"{levels}, got {self.max_steps!r}")
+        fraction = self.eval_fraction
+        if (not isinstance(fraction, int | float) or isinstance(fraction, bool)
+                or not 0.01 <= fraction <= 0.99):
+            raise ValueError(f"eval_fraction: must be a number in [0.01, 0.99], got "
+                             f"{fraction!r}")
+        if not _is_int(self.min_split_problems) or self.min_split_problems < 1:
+            raise ValueError(f"min_split_problems: must be an integer >= 1, got "
+                             f"{self.min_split_problems!r}")
+        for level in range(NUM_LEVELS):
+            if self.is_split(level) and None in (
+                    _first_on_side(level, float(fraction), True),
+                    _first_on_side(level, float(fraction), False)):
+                raise ValueError(f"eval_fraction: {fraction!r} leaves one side of level "
+                                 f"{level}'s split empty")
 
-    def sample(self, key: PRNGKey, num: int, level: Array | None = None) -> Problems:
-        """Draw ``num`` problems.
+    # -- the split ---------------------------------------------------------------------
+    def is_split(self, level: int) -> bool:
+        """Whether ``level`` (a Python int) has a held-out side: ``LEVEL_SIZES[level] >=
+        min_split_problems``."""
+        _check_level(level)
+        return LEVEL_SIZES[level] >= self.min_split_problems
 
-        All randomness is one ``jax.random.bits`` call of shape ``[num, 4]`` (level,
-        first, second, third operand), each column reduced modulo its range (bias below
-        ``1000 / 2^32``).
+    @property
+    def held_out_levels(self) -> tuple[int, ...]:
+        """The entries of ``levels`` that are split (their eval draws are held out)."""
+        return tuple(level for level in self.levels if self.is_split(level))
+
+    @property
+    def training_only_levels(self) -> tuple[int, ...]:
+        """The entries of ``levels`` too small to split (their eval draws are training
+        problems: report their accuracy as training accuracy)."""
+        return tuple(level for level in self.levels if not self.is_split(level))
+
+    def split_size(self, level: int, split: str) -> int:
+        """Distinct problems of ``level`` that ``sample(..., split=split)`` can return
+        (numpy count over the whole level)."""
+        if split not in SPLITS:
+            raise ValueError(f"split: must be one of {SPLITS}, got {split!r}")
+        if split == "all" or not self.is_split(level):
+            return LEVEL_SIZES[level]
+        in_eval = int(eval_split_mask_numpy(level, self.eval_fraction).sum())
+        return in_eval if split == "eval" else LEVEL_SIZES[level] - in_eval
+
+    def is_held_out(self, problems: Problems) -> Array:
+        """bool ``[N]``: the problem is on the eval side of a split level (traceable).
+
+        False for every problem of a level that is not split, even when it came from an
+        ``"eval"`` draw."""
+        return self._in_eval_side(problems.level, problems.operands)
+
+    def _in_eval_side(self, level: Array, operands: Array) -> Array:
+        split = jnp.asarray([self.is_split(lv) for lv in range(NUM_LEVELS)])
+        hashed = problem_hash(level, problem_index(level, operands))
+        return split[level] & (hashed < jnp.uint32(_eval_threshold(self.eval_fraction)))
+
+    def sample(self, key: PRNGKey, num: int, level: Array | None = None,
+               split: str = "train") -> Problems:
+        """Draw ``num`` problems from one side of the split (class docstring).
+
+        All randomness is one ``jax.random.bits`` call of shape ``[num, 1 + 3 K]``: a
+        level word, then ``K`` candidate problems (three operand words each, reduced
+        modulo their ranges: bias below ``1000 / 2^32``). The draw is the first candidate
+        on the requested side (rejection sampling without a loop: branch-free and
+        key-deterministic); ``K`` is the smallest count for which all ``K`` miss with
+        probability <= 1e-9 (K = 13 for ``"train"``, 93 for ``"eval"`` at
+        ``eval_fraction`` 0.2), and in that event the level's lowest-index problem of the
+        side is taken, so a ``"train"`` draw is *never* an eval problem. Levels that
+        are not split accept every candidate; ``K = 1`` for ``"all"`` or when no
+        drawable level is split (then the draw equals the unsplit one).
 
         Args:
           key: a typed PRNG key.
@@ -639,6 +861,7 @@ class ArithmeticTask:
           level: None to draw levels uniformly from ``self.levels``, or int32 ``[N]``
             levels (clipped to 0..4; their prompts and solutions must fit the lengths,
             which :meth:`validate` checks only for ``self.levels``).
+          split: ``"train"``, ``"eval"`` or ``"all"`` (``SPLITS``).
 
         Returns:
           :class:`Problems` with leading axis N.
@@ -646,7 +869,15 @@ class ArithmeticTask:
         self.validate()
         if not _is_int(num) or num < 1:
             raise ValueError(f"num: must be an integer >= 1, got {num!r}")
-        words = jax.random.bits(key, (num, 4), jnp.uint32)
+        if split not in SPLITS:
+            raise ValueError(f"split: must be one of {SPLITS}, got {split!r}")
+        drawable = self.levels if level is None else range(NUM_LEVELS)
+        if split == "all" or not any(self.is_split(lv) for lv in drawable):
+            k = 1
+        else:
+            k = _num_candidates(self.eval_fraction if split == "train"
+                                else 1.0 - self.eval_fraction)
+        words = jax.random.bits(key, (num, 1 + 3 * k), jnp.uint32)
         if level is None:
             choices = jnp.asarray(self.levels, jnp.int32)
             level = choices[(words[:, 0] % len(self.levels)).astype(jnp.int32)]
@@ -657,12 +888,28 @@ class ArithmeticTask:
         ranges = jnp.asarray([_FIRST_RANGE, _SECOND_RANGE, _THIRD_RANGE], jnp.int32)
         low, high = ranges[:, level, 0].T, ranges[:, level, 1].T  # [N, 3]
         span = (high - low + 1).astype(jnp.uint32)
-        draws = (words[:, 1:] % span).astype(jnp.int32) + low
-        a, second, third = draws[:, 0], draws[:, 1], draws[:, 2]
+        candidate_words = words[:, 1:].reshape(num, k, 3)
+        draws = (candidate_words % span[:, None]).astype(jnp.int32) + low[:, None]
         is_equation = level == EQUATION_LEVEL
-        nonzero_b = third - 9 + (third >= 9)  # 0..17 -> -9..-1, 1..9
-        third = jnp.where(is_equation, nonzero_b, third)
-        operands = jnp.stack([a, second, third], axis=1).astype(jnp.int32)
+        nonzero_b = draws[..., 2] - 9 + (draws[..., 2] >= 9)  # 0..17 -> -9..-1, 1..9
+        candidates = jnp.stack([draws[..., 0], draws[..., 1], jnp.where(
+            is_equation[:, None], nonzero_b, draws[..., 2])], axis=-1)  # [N, K, 3]
+        if k == 1:
+            operands = candidates[:, 0]
+        else:
+            in_eval = self._in_eval_side(jnp.broadcast_to(level[:, None], (num, k)),
+                                         candidates)
+            unsplit = ~jnp.asarray([self.is_split(lv) for lv in range(NUM_LEVELS)])[level]
+            wanted = (in_eval if split == "eval" else ~in_eval) | unsplit[:, None]
+            first = jnp.argmax(wanted, axis=1)
+            chosen = jnp.take_along_axis(candidates, first[:, None, None], axis=1)[:, 0]
+            fallback = jnp.asarray([
+                _first_on_side(lv, float(self.eval_fraction), split == "eval")
+                if self.is_split(lv) else (0, 0, 0) for lv in range(NUM_LEVELS)],
+                jnp.int32)[level]
+            operands = jnp.where(jnp.any(wanted, axis=1)[:, None], chosen, fallback)
+        operands = operands.astype(jnp.int32)
+        a, second, third = operands[:, 0], operands[:, 1], operands[:, 2]
         result = jnp.select([third == 0, third == 1], [a + second, a - second], a * second)
         answer = jnp.where(is_equation, second, result).astype(jnp.int32)
 
@@ -723,15 +970,23 @@ class ArithmeticTask:
 
 __all__ = [
     "LEVEL_NAMES",
+    "LEVEL_SIZES",
+    "MIN_SPLIT_PROBLEMS",
     "NUM_LEVELS",
     "REWARD_KEYS",
+    "SPLITS",
     "WIDEST_PROMPT_TOKENS",
     "WIDEST_SOLUTION_TOKENS",
     "ArithmeticTask",
     "Problems",
     "Rewards",
+    "all_problems",
     "completion_text",
+    "eval_split_mask_numpy",
     "problem_answer",
+    "problem_hash",
+    "problem_hash_numpy",
+    "problem_index",
     "reference_rewards",
     "render_problem",
 ]

@@ -35,6 +35,13 @@ Difficulty levels (``EquationParams.level``, a pytree leaf so it can vary per se
 3. like 2 with larger coefficients and negative solutions.
 
 A solved-form greedy solver needs 1, 2-3, 3-4 and 3-4 moves plus the answer.
+
+**Held-out split.** :func:`is_held_out` splits the problem space by a hash of the four
+coefficients (a problem is held out iff the hash is 0 mod ``HOLDOUT_MODULUS = 5``, about
+a fifth of each level); :func:`sample_split_equation` draws from one side of it. Training
+draws only the training side and evaluation only the held-out side, so the two never
+share a problem. :func:`enumerate_equations` lists a level's whole problem space (180,
+900, 10,800 and 129,600 equations at levels 0-3), so the split can be checked exactly.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from rljax.types import Array, PRNGKey
 
 OPERAND_RANGE = 10
 NUM_LEVELS = 4
+HOLDOUT_MODULUS = 5
 
 
 @struct.dataclass
@@ -110,6 +118,77 @@ def sample_equation(key: PRNGKey, level: Array) -> tuple[Array, Array]:
     b = jnp.where(jax.random.bernoulli(k_bsign), -b, b)
     d = slope * x + b
     return jnp.stack([a, b, c, d]).astype(jnp.int32), x.astype(jnp.int32)
+
+
+def enumerate_equations(level: int) -> np.ndarray:
+    """Every equation :func:`sample_equation` can draw at ``level``, as int32 ``[N, 5]``
+    rows ``(a, b, c, d, x*)`` (numpy; ``N`` = 180, 900, 10,800, 129,600 for levels 0-3).
+
+    The support follows :func:`sample_equation`: ``b`` in ±1..9; level 0: ``s = 1``,
+    ``x`` in 0..9; levels 1-2: ``s`` in 2..6, ``x`` in 0..9; level 3: ``s`` in ±2..9,
+    ``x`` in -12..12; ``c = 0`` below level 2, ``c`` in ±1..6 at level 2 and ±1..9 at 3;
+    ``a = s + c``, ``d = s x + b``. Distinct draws give distinct rows.
+    """
+    if level not in range(NUM_LEVELS):
+        raise ValueError(f"level: must be an integer in 0..{NUM_LEVELS - 1}, got {level!r}")
+    signed = lambda m: [v for v in range(-m, m + 1) if v != 0]  # noqa: E731
+    xs = range(-12, 13) if level == 3 else range(10)
+    slopes = [1] if level == 0 else (signed(9) if level == 3 else list(range(2, 7)))
+    slopes = [s for s in slopes if abs(s) >= 2 or level == 0]
+    cs = [0] if level < 2 else signed(9 if level == 3 else 6)
+    rows = [(s + c, b, c, s * x + b, x)
+            for x in xs for s in slopes for c in cs for b in signed(9)]
+    return np.asarray(rows, np.int32)
+
+
+def is_held_out(coeffs: Array, modulus: int = HOLDOUT_MODULUS) -> Array:
+    """Whether each problem ``coeffs`` (int ``[..., 4]`` = (a, b, c, d)) is in the held-out
+    split: bool ``[...]``.
+
+    ``h_0 = 0``, ``h_{i+1} = f((h_i xor coeff_i) * 0x9E3779B1)`` with ``f(h) = h xor (h >> 15)``
+    in uint32 arithmetic (a multiplicative hash, Knuth's golden-ratio constant), held out
+    iff ``h_4 mod modulus == 0``; False everywhere when ``modulus <= 1`` (no split). The
+    split depends on the coefficients alone, so it is the same at every level.
+    """
+    if modulus <= 1:
+        return jnp.zeros(jnp.shape(coeffs)[:-1], bool)
+    h = jnp.zeros(jnp.shape(coeffs)[:-1], jnp.uint32)
+    for i in range(4):
+        h = (h ^ jnp.asarray(coeffs)[..., i].astype(jnp.uint32)) * jnp.uint32(0x9E3779B1)
+        h = h ^ (h >> 15)
+    return h % jnp.uint32(modulus) == 0
+
+
+def sample_split_equation(key: PRNGKey, level: Array, modulus: int = HOLDOUT_MODULUS,
+                          held_out: bool = True) -> tuple[Array, Array]:
+    """``(coeffs [4], solution [])`` at ``level`` from one side of the split.
+
+    Rejection sampling: :func:`sample_equation` is redrawn (``lax.while_loop``) until
+    ``is_held_out(coeffs, modulus) == held_out``, so the draw is :func:`sample_equation`'s
+    distribution conditioned on the side. Traceable and vmappable. ``modulus <= 1``
+    disables the split (one plain draw).
+
+    Args:
+      key: PRNG key.
+      level: int32 ``[]`` difficulty 0-3.
+      modulus: the split's modulus (static Python int).
+      held_out: True for the held-out (evaluation) side, False for the training side.
+    """
+    key, sub = jax.random.split(key)
+    coeffs, solution = sample_equation(sub, level)
+    if modulus <= 1:
+        return coeffs, solution
+
+    def wrong_side(carry):
+        return is_held_out(carry[0], modulus) != held_out
+
+    def redraw(carry):
+        _, _, k = carry
+        k, sub = jax.random.split(k)
+        return (*sample_equation(sub, level), k)
+
+    coeffs, solution, _ = jax.lax.while_loop(wrong_side, redraw, (coeffs, solution, key))
+    return coeffs, solution
 
 
 def distance_to_solved(coeffs: Array) -> Array:

@@ -14,6 +14,7 @@ import numpy as np
 from rljax import cli, io
 from rljax.sweep import ChunkedSweep
 
+SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs
 DESCRIPTION = "test: chunked random-walk study"
 
 

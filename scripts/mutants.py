@@ -1,0 +1,232 @@
+"""Mutation check: does the suite fail when a guarantee is removed? (not part of CI)
+
+Each mutant is ``(name, file, old, new, tests)``: the text ``old`` (which must occur
+exactly once in ``file``) is replaced by ``new`` in a temporary copy of the repository
+(the files ``git ls-files`` lists, tracked or untracked-but-not-ignored), and the tests
+that should catch it run there::
+
+    python -m pytest -q -x -p no:cacheprovider TESTS      (cwd and PYTHONPATH = the copy)
+
+Before the tests run, the copy's Python is asked which file it imports for the mutated
+module, and that file must be the copy's and contain ``new``; so the editable install of
+the checkout cannot silently stand in for the mutant. The same tests are first run on the
+unmutated copy (they must pass, else "caught" would mean nothing).
+
+Prints ``mutant -> caught (first failing test) / survived`` and exits 1 if any survived
+(or a baseline failed). Usage::
+
+    python scripts/mutants.py                 # all mutants
+    python scripts/mutants.py ema_before_use  # some, by name
+    python scripts/mutants.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Mutant(NamedTuple):
+    """One text substitution and the tests that must catch it."""
+
+    name: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = (
+    Mutant("ignore_clip_epsilon_high", "rljax/algorithms/grpo.py",
+           "epsilon_high=clip_epsilon_high, dual_clip=dual_clip, mask=mask)",
+           "epsilon_high=None, dual_clip=dual_clip, mask=mask)",
+           ("tests/test_grpo_variants.py",)),
+    Mutant("kl_k3_is_k1", "rljax/losses.py",
+           "    return jnp.expm1(log_rho) - log_rho\n",
+           "    return -log_rho\n",
+           ("tests/test_grpo_variants.py", "tests/test_losses.py")),
+    Mutant("drop_dual_clip", "rljax/losses.py",
+           "jnp.where(advantages < 0, jnp.maximum(objective, dual_clip * advantages),",
+           "jnp.where(advantages < 0, objective,",
+           ("tests/test_grpo_variants.py", "tests/test_losses.py")),
+    Mutant("gspo_token_ratio", "rljax/algorithms/grpo.py",
+           "            if sequence_ratio:\n",
+           "            if False:\n",
+           ("tests/test_grpo_variants.py",)),
+    Mutant("group_std_ddof_1", "rljax/advantages.py",
+           "epsilon: float = 1e-6, ddof: int = 0) -> Array:",
+           "epsilon: float = 1e-6, ddof: int = 1) -> Array:",
+           ("tests/test_advantages_group.py", "tests/test_grpo.py")),
+    Mutant("gae_no_truncation_bootstrap", "rljax/advantages.py",
+           "next_values = jnp.where(trunc > 0, truncation_values, next_values)",
+           "next_values = jnp.where(trunc > 0, 0.0, next_values)",
+           ("tests/test_gae.py",)),
+    Mutant("ppo_no_value_clip", "rljax/algorithms/ppo.py",
+           "value_loss(values, batch.returns, batch.old_values, value_clip)",
+           "value_loss(values, batch.returns)",
+           ("tests/test_ppo.py",)),
+    Mutant("mcts_backup_sign", "rljax/search/mcts.py",
+           "leaf_value = reward + discount * leaf_value",
+           "leaf_value = reward - discount * leaf_value",
+           ("tests/test_mcts.py", "tests/test_mcts_equivalence.py")),
+    Mutant("block_padding_off", "rljax/sweep.py",
+           "            out = self.run_round(r * self.round_size)\n",
+           "            out = self._jitted(np.arange(r * self.round_size, min(num_seeds, "
+           "(r + 1) * self.round_size), dtype=np.int32))\n",
+           ("tests/test_fixed_blocks.py",)),
+    Mutant("ema_baseline_updated_before_use", "rljax/advantages.py",
+           "return jnp.broadcast_to(b, episode_rewards.shape), {\"value\": new_value}",
+           "return jnp.broadcast_to(new_value, episode_rewards.shape), {\"value\": new_value}",
+           ("tests/test_core_reinforce.py", "tests/test_curriculum.py")),
+    Mutant("tensorboard_flag_ignored", "rljax/cli.py",
+           "    if args.tensorboard is not None and not supports_tensorboard(module):\n",
+           "    if False:\n",
+           ("tests/test_tensorboard.py",)),
+    Mutant("ci_no_pipefail", ".ci/run",
+           "set -euo pipefail\n", "set -eu\n",
+           ("tests/test_readme.py::test_ci_run_is_the_readme_command_and_propagates_pytest_status",)),
+    Mutant("ci_ignores_import_skips", ".ci/run",
+           "grep -qiE 'could not import|no module named'", "grep -qiE 'never matches this'",
+           ("tests/test_readme.py::test_ci_run_fails_on_a_skip_for_a_missing_module",)),
+    Mutant("log_prob_jvp_sign", "rljax/policies/sampling.py",
+           "score = one_hot - jnp.exp(log_probs)",
+           "score = jnp.exp(log_probs) - one_hot",
+           ("tests/test_log_prob_grads.py",)),
+)
+
+
+def _module_of(file: str) -> str | None:
+    if not file.endswith(".py") or not (file.startswith("rljax/")
+                                        or file.startswith("experiments/")):
+        return None
+    mod = file[:-3].replace("/", ".")
+    return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+
+
+def copy_repo(dest: Path) -> None:
+    """Copy the files git knows of (tracked, and untracked but not ignored) into ``dest``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def _env(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
+    env.pop("PYTEST_XDIST_TESTRUNUID", None)
+    return env
+
+
+def check_import(copy: Path, mutant: Mutant) -> None:
+    """The copy's Python imports the mutated module from the copy, with the mutant in it."""
+    mod = _module_of(mutant.file)
+    if mod is None:
+        return
+    code = f"import importlib; print(importlib.import_module({mod!r}).__file__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=copy, env=_env(copy),
+                         capture_output=True, text=True, check=True).stdout.strip()
+    path = Path(out).resolve()
+    if not path.is_relative_to(copy.resolve()):
+        raise RuntimeError(f"{mutant.name}: imports {path}, not the copy's {mutant.file}")
+    if mutant.new not in path.read_text():
+        raise RuntimeError(f"{mutant.name}: the imported {path} lacks the mutant")
+
+
+def run_tests(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[int, str]:
+    """``(returncode, first failing test or '')`` of pytest on ``tests`` in the copy."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-rfE",
+           *tests]
+    try:
+        proc = subprocess.run(cmd, cwd=copy, env=_env(copy), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, "(timeout)"
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+.*)$", proc.stdout, re.M)
+    if proc.returncode != 0 and not failed:
+        failed = [f"(pytest exit {proc.returncode}: {proc.stdout.strip().splitlines()[-1:]})"]
+    return proc.returncode, failed[0] if failed else ""
+
+
+def apply(copy: Path, mutant: Mutant) -> str:
+    """Write the mutant into the copy; return the original text (to restore)."""
+    path = copy / mutant.file
+    text = path.read_text()
+    count = text.count(mutant.old)
+    if count != 1:
+        raise RuntimeError(f"{mutant.name}: old text occurs {count} times in {mutant.file}, "
+                           "expected exactly once")
+    path.write_text(text.replace(mutant.old, mutant.new))
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip running the tests on the unmutated copy first")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds per pytest run (default 900)")
+    args = parser.parse_args(argv)
+    known = {m.name: m for m in MUTANTS}
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:34s} {m.file:28s} {' '.join(m.tests)}")
+        return 0
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        print(f"mutants: unknown name(s) {', '.join(unknown)}; see --list", file=sys.stderr)
+        return 2
+    chosen = [known[n] for n in args.names] if args.names else list(MUTANTS)
+    rows, bad = [], False
+    with tempfile.TemporaryDirectory(prefix="rljax-mutants-") as tmp:
+        copy = Path(tmp)
+        copy_repo(copy)
+        for m in chosen:  # every old text is checked before anything runs
+            apply(copy, m)
+            (copy / m.file).write_text((REPO / m.file).read_text())
+        if not args.no_baseline:
+            tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
+            start = time.perf_counter()
+            code, first = run_tests(copy, tests, args.timeout * 2)
+            print(f"baseline ({len(tests)} test files, {time.perf_counter() - start:.0f} s): "
+                  f"{'pass' if code == 0 else 'FAIL ' + first}", flush=True)
+            if code != 0:
+                return 1
+        for m in chosen:
+            original = apply(copy, m)
+            try:
+                check_import(copy, m)
+                start = time.perf_counter()
+                code, first = run_tests(copy, m.tests, args.timeout)
+                seconds = time.perf_counter() - start
+            finally:
+                (copy / m.file).write_text(original)
+            first = first.split(" - ")[0]
+            caught = code != 0
+            bad |= not caught
+            rows.append((m.name, f"caught  {first}" if caught else "SURVIVED", seconds))
+            print(f"{m.name:34s} {rows[-1][1]}  ({seconds:.0f} s)", flush=True)
+    print("\n| mutant | result | s |\n|---|---|---|")
+    for name, result, seconds in rows:
+        print(f"| {name} | {result} | {seconds:.0f} |")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
