@@ -95,7 +95,7 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     table: dict[str, dict[str, Any]] = {}
     note = ""
     for j, p in enumerate(probs):
-        ci = reported_interval("mean", signal[:, j].astype(np.float64), key=keys[j],
+        ci = reported_interval("mean", signal[:, j].astype(np.float64), key=keys[j], data="binary",
                                reps=config.bootstrap_reps)
         note = ci.note.rstrip(".")
         table[str(p)] = {

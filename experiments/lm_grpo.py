@@ -62,7 +62,7 @@ RUNS = ("grpo", "format_only", "ppo")
 class Config:
     """The study's knobs (``rljax run lm-grpo --set name=value``); see LMTrainConfig."""
 
-    seeds: int = 16  # two-way intervals reach 0.93 measured coverage from 16 seeds
+    seeds: int = 16
     block_size: int = 16
     base_seed: int = 0
     levels: str = "0,1"

@@ -149,12 +149,16 @@ def episodes_to_threshold(
 #: ratio always use the exact order-statistic interval: distribution-free, so its coverage
 #: is >= nominal with ties and censoring whatever the table would pick as narrowest.
 EXACT = {"median": "order_statistic", "ratio_of_medians": "order_statistic"}
+#: The kind of per-seed data each interval is held to (rljax.stats.coverage.DATA_KINDS):
+#: episodes to 50 % are right-censored times; a final success rate is a count of successes
+#: over the window.
+DATA_KINDS = {"median": "censored", "ratio_of_medians": "censored", "mean": "counts"}
 
 
 def _interval(statistic: str, *samples, key, config: Config, notes: dict[str, str]):
     iv = reported_interval(statistic, *(np.asarray(x, np.float64) for x in samples), key=key,
                            reps=config.bootstrap_reps, confidence=config.confidence,
-                           method=EXACT.get(statistic))
+                           method=EXACT.get(statistic), data=DATA_KINDS[statistic])
     notes[statistic] = iv.note.rstrip(".")
     return iv
 

@@ -47,6 +47,9 @@ NAME = "rl-then-search"
 DESCRIPTION = "GRPO-trained vs untrained policy, with and without MCTS, on 'solve for x'"
 CONDITIONS = ("untrained_greedy", "untrained_mcts", "trained_greedy", "trained_mcts")
 CEILING = 0.95  # trained greedy accuracy at or above this leaves search no room to add
+#: Per-seed values are counts of solved problems: intervals are held to the coverage
+#: measured on count data (rljax.stats.coverage.DATA_KINDS; the note gives the worst case).
+DATA_KIND = "counts"
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,10 @@ def scale_effects(correct: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _interval(values: np.ndarray, key, reps: int) -> dict[str, Any]:
-    iv = reported_interval("mean", np.asarray(values, np.float64), key=key, reps=reps)
+    # per-seed values are counts of solved problems over n (or transforms and differences
+    # of them): the coverage that applies is the "counts" kind's
+    iv = reported_interval("mean", np.asarray(values, np.float64), key=key, reps=reps,
+                           data=DATA_KIND)
     low, high = (float(v) if np.isfinite(v) else None for v in (iv.low, iv.high))
     return {"point": float(np.mean(values)), "low": low, "high": high, "note": iv.note}
 

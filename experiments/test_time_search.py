@@ -49,6 +49,9 @@ from rljax.sweep import Sweep
 
 NAME = "test-time-search"
 DESCRIPTION = "Accuracy vs compute on 'solve for x': greedy, best-of-N, voting, PRM beam, MCTS"
+#: Per-seed accuracies are counts of solved problems: intervals are held to the coverage
+#: measured on count data (rljax.stats.coverage.DATA_KINDS; the note gives the worst case).
+DATA_KIND = "counts"
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def accuracy_tables(outputs: dict[str, np.ndarray], config: Config, key) -> dict
         acc[method], acc_ci[method], by_level[method] = {}, {}, {}
         for j, b in enumerate(budgets):
             iv = reported_interval("mean", per_seed[:, j], key=next(keys),
-                                   reps=config.bootstrap_reps)
+                                   reps=config.bootstrap_reps, data=DATA_KIND)
             note = iv.note
             acc[method][str(b)] = float(per_seed[:, j].mean())
             acc_ci[method][str(b)] = [_finite(iv.low), _finite(iv.high)]
@@ -272,7 +275,7 @@ def paired_comparisons(outputs: dict[str, np.ndarray], config: Config, key
             row = {"diff": 0.0, "low": 0.0, "high": 0.0, "p": 1.0}
         else:
             iv = reported_interval("paired_difference", xa, xc, key=k_iv, reps=reps,
-                                   confidence=confidence)
+                                   confidence=confidence, data=DATA_KIND)
             note = iv.note
             row = {"diff": float(d.mean()), "low": _finite(iv.low), "high": _finite(iv.high),
                    "p": paired_sign_flip_test(d, key=k_test,

@@ -92,7 +92,7 @@ def test_recommend_methods_rule():
     table = _table({
         ("t", "normal", 3): (0.95, 5.0, 0.0), ("t", "lognormal", 3): (0.90, 5.0, 0.0),
         ("bca", "normal", 3): (0.85, 1.0, 0.0), ("bca", "lognormal", 3): (0.80, 1.0, 0.0),
-        ("t", "normal", 8): (0.95, 2.0, 0.0), ("t", "lognormal", 8): (0.94, 2.0, 0.0),
+        ("t", "normal", 8): (0.95, 2.0, 0.0), ("t", "lognormal", 8): (0.92, 2.0, 0.0),
         ("bca", "normal", 8): (0.935, 1.5, 0.0), ("bca", "lognormal", 8): (0.93, 1.5, 0.0),
         ("t", "normal", 64): (0.95, 1.0, 0.0), ("t", "lognormal", 64): (0.95, 1.0, 0.0),
         ("bca", "normal", 64): (0.99, 0.1, 0.5), ("bca", "lognormal", 64): (0.99, 0.1, 0.5),
@@ -100,8 +100,13 @@ def test_recommend_methods_rule():
     rec = cov.recommend_methods(table, threshold=0.93)["mean"]
     assert rec == {"3-7": "none: run more seeds (smallest simulated n where a method "
                           "qualifies: 8)",
-                   "8-63": "bca",  # both qualify; the narrower
-                   "64+": "t"}  # bca's intervals are unbounded half the time
+                   "8-63": "bca",  # t misses lognormal; bca qualifies
+                   "64+": "t"}  # t first in PREFERENCE (bca is also unbounded half the time)
+    # restricted to one kind of data, the first method in PREFERENCE order that qualifies
+    normal = cov.recommend_methods(table, threshold=0.93, distributions=("normal",))["mean"]
+    assert normal == {"3-7": "t", "8-63": "t", "64+": "t"}
+    assert cov.PREFERENCE["mean"][0] == "t"
+    assert cov.recommend_methods(table, distributions=("poisson3",)) == {}
     assert cov.size_ranges([3, 5, 8, 1000]) == {3: "3-4", 5: "5-7", 8: "8-999", 1000: "1000+"}
 
 
@@ -209,3 +214,21 @@ def test_bad_config_is_one_line_exit_2(tmp_path, capsys, monkeypatch, setting, f
     assert status == 2
     assert err.startswith(f"error: {field}:") and err.count("\n") == 1, err
     assert not (tmp_path / "x").exists()
+
+
+def test_reported_interval_for_a_kind_of_data_states_that_and_the_worst_case():
+    x = np.random.default_rng(3).binomial(32, 0.3, 16) / 32  # per-seed accuracies
+    any_kind = reported.reported_interval("mean", x, key=jax.random.key(0))
+    counts = reported.reported_interval("mean", x, key=jax.random.key(0), data="counts")
+    poisson = [v["16"]["coverage"] for d, v in
+               reported.coverage_table()["coverage"][counts.method]["mean"].items()
+               if d in cov.DATA_KINDS["counts"]]
+    assert counts.coverage == min(poisson) >= 0.93
+    assert counts.coverage == reported.measured_coverage(counts.method, "mean", 16, "counts")
+    assert any_kind.coverage < 0.93 <= counts.coverage  # the worst case is another kind
+    assert "counts" in counts.note and f"{any_kind.coverage:.3f}" in counts.note
+    assert "run more seeds" in any_kind.note and "run more seeds" not in counts.note
+    with pytest.raises(ValueError, match="^data: "):
+        reported.reported_interval("mean", x, key=jax.random.key(0), data="crossed")
+    with pytest.raises(ValueError, match="^data: "):
+        reported.recommended_method("mean", 16, data="gaussian")

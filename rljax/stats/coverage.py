@@ -147,6 +147,26 @@ STATISTIC_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
 }
 """The distributions each statistic is simulated on (no mean or IQM of censored times)."""
 
+DATA_KINDS: dict[str, tuple[str, ...]] = {
+    "symmetric": ("normal", "student_t3"),
+    "skewed": ("lognormal", "pareto2.5"),
+    "binary": ("bernoulli0.3", "bernoulli0.9"),
+    "counts": ("poisson3",),
+    "censored": ("censored_exp",),
+    "crossed": tuple(CROSSED),
+}
+"""Kinds of per-seed data and the simulated distributions that stand for each.
+
+A study says which kind its per-seed values are (``reported_interval(..., data=KIND)``) and
+is held to the coverage on those distributions; ``"any"`` (the default) is the minimum
+over all of a statistic's distributions. Why kinds at all: no interval for a mean can hold
+its level over *every* distribution at a fixed n (Bahadur & Savage 1956, Ann. Math.
+Stat. 27), so a worst case over all simulated ones -- single Bernoulli(0.9) trials at
+n = 8 have all seeds equal 43 % of the time -- says nothing about, say, per-seed
+accuracies over 32 problems. ``counts`` (Poisson(3)) stands for per-seed numbers of
+successes (accuracy = successes / problems); ``binary`` for one 0/1 outcome per seed.
+"""
+
 
 class CoverageResult(NamedTuple):
     """Measured coverage of one method on one (statistic, distribution, n): Python scalars."""
@@ -324,25 +344,36 @@ def qualifies(results: Mapping[str, Mapping[str, Any]], threshold: float,
     return True
 
 
-def _log_width(results: Mapping[str, Mapping[str, Any]]) -> float:
-    widths = [max(float(r["mean_width"]), 1e-12) for r in results.values()]
-    return float(np.mean(np.log(widths)))
+PREFERENCE: dict[str, tuple[str, ...]] = {
+    "mean": ("t", "bootstrap_t", "bca", "percentile", "basic"),
+    "paired_difference": ("t", "bootstrap_t", "bca", "percentile", "basic"),
+    "median": ("order_statistic", "percentile", "bca", "basic"),
+    "iqm": ("trimmed_t", "bca", "percentile", "basic"),
+    "ratio_of_medians": ("percentile", "bca", "order_statistic", "basic"),
+    "two_way_mean": ("t", "percentile", "basic"),
+}
+"""Order in which :func:`recommend_methods` tries the methods of each statistic."""
 
 
 def recommend_methods(coverage: Mapping[str, Any], *, threshold: float = 0.93,
-                      max_infinite: float = 0.05) -> dict[str, dict[str, str]]:
+                      max_infinite: float = 0.05,
+                      distributions: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
     """The recommended method per statistic and n-range from a nested coverage table.
 
-    Rule: among the methods that qualify (:func:`qualifies`: minimum coverage over the
-    distributions ``>= threshold``, bounded intervals), the narrowest (smallest geometric
-    mean over distributions of ``mean_width``); if none qualifies, ``"none: run more seeds
-    (...)"`` naming the smallest simulated n at which one does.
+    Rule: the first method in :data:`PREFERENCE` order that qualifies (:func:`qualifies`:
+    minimum coverage over the distributions ``>= threshold``, bounded intervals); if none
+    qualifies, ``"none: run more seeds (...)"`` naming the smallest simulated n at which one
+    does. A fixed order (exact and closed-form methods first, then the bootstraps) rather
+    than "the narrowest" keeps the choice from flipping between neighbouring n on Monte
+    Carlo noise; the widths are in the table for anyone who wants to trade.
 
     Args:
       coverage: ``{method: {statistic: {distribution: {str(n): result dict}}}}`` (the
         study's ``summary["coverage"]``).
       threshold: minimum coverage.
       max_infinite: allowed fraction of unbounded intervals (uncensored distributions).
+      distributions: only these distributions count (None: all); a statistic simulated
+        on none of them is left out.
 
     Returns:
       ``{statistic: {n-range: method}}`` (strings; the table holds Python scalars).
@@ -351,16 +382,21 @@ def recommend_methods(coverage: Mapping[str, Any], *, threshold: float = 0.93,
     statistics = sorted({s for by_stat in coverage.values() for s in by_stat})
     for stat in statistics:
         methods = [m for m in coverage if stat in coverage[m]]
+        if distributions is not None and not any(
+                d in distributions for m in methods for d in coverage[m][stat]):
+            continue
         sizes = sorted({int(n) for m in methods for d in coverage[m][stat].values() for n in d})
         ranges = size_ranges(sizes)
         chosen: dict[int, str | None] = {}
         for n in sizes:
-            passing = []
-            for m in methods:
-                at_n = {d: v[str(n)] for d, v in coverage[m][stat].items() if str(n) in v}
+            chosen[n] = None
+            order = [m for m in PREFERENCE.get(stat, ()) if m in methods]
+            for m in order + [m for m in methods if m not in order]:
+                at_n = {d: v[str(n)] for d, v in coverage[m][stat].items()
+                        if str(n) in v and (distributions is None or d in distributions)}
                 if at_n and qualifies(at_n, threshold, max_infinite):
-                    passing.append((_log_width(at_n), m))
-            chosen[n] = min(passing)[1] if passing else None
+                    chosen[n] = m
+                    break
         out[stat] = {}
         for n in sizes:
             if chosen[n] is not None:
@@ -373,15 +409,34 @@ def recommend_methods(coverage: Mapping[str, Any], *, threshold: float = 0.93,
     return out
 
 
+def recommend_methods_by_data(coverage: Mapping[str, Any], *, threshold: float = 0.93,
+                              max_infinite: float = 0.05) -> dict[str, dict[str, dict[str, str]]]:
+    """:func:`recommend_methods` per kind of data (:data:`DATA_KINDS`).
+
+    Returns:
+      ``{statistic: {kind: {n-range: method}}}`` for the kinds a statistic was simulated on.
+    """
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for kind, names in DATA_KINDS.items():
+        table = recommend_methods(coverage, threshold=threshold, max_infinite=max_infinite,
+                                  distributions=names)
+        for stat, by_range in table.items():
+            out.setdefault(stat, {})[kind] = by_range
+    return out
+
+
 __all__ = [
     "CROSSED",
+    "DATA_KINDS",
     "CoverageResult",
     "CrossedDesign",
     "DISTRIBUTIONS",
     "Distribution",
+    "PREFERENCE",
     "STATISTIC_DISTRIBUTIONS",
     "qualifies",
     "recommend_methods",
+    "recommend_methods_by_data",
     "simulate_coverage",
     "simulate_data",
     "simulated_bounds",

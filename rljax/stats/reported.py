@@ -11,10 +11,22 @@ times; see that study for the design). For a statistic and ``n`` seeds:
   method measured, so this is conservative;
 * a method's *measured coverage* is the **minimum over the simulated distributions** of
   its coverage at that ``n``;
-* the *recommended method* is the narrowest method whose measured coverage is ``>= 0.93``
-  with bounded intervals (the study's rule); where none qualifies the table says ``"none:
-  run more seeds (...)"``, and :func:`reported_interval` then uses the method with the
-  highest measured coverage and says so in its note.
+* the *recommended method* is the first method, in a fixed order of preference
+  (:data:`rljax.stats.coverage.PREFERENCE`: exact and closed-form methods first), whose
+  measured coverage is ``>= 0.93`` with bounded intervals (the study's rule); where none
+  qualifies the table says ``"none: run more seeds (...)"``, and :func:`reported_interval`
+  then uses the method with the highest measured coverage and says so in its note.
+
+**Kinds of data.** No interval for a mean holds its level over every distribution at a
+fixed n (Bahadur & Savage 1956), so the minimum over *all* simulated distributions --
+including single Bernoulli(0.9) trials and Pareto tails -- qualifies no method for a mean
+below 1000 seeds. Every function here takes ``data``: ``"any"`` (default: the minimum over
+all of a statistic's distributions) or a kind of :data:`rljax.stats.coverage.DATA_KINDS`
+(``"symmetric"``, ``"skewed"``, ``"binary"``, ``"counts"``, ``"censored"``,
+``"crossed"``), which restricts the minimum to the distributions that stand for that kind.
+A study names the kind its per-seed values are (a per-seed accuracy over a set of problems
+is a count of successes: ``"counts"``), and the note states both that coverage and the
+worst case over all simulated distributions.
 
 The interval itself is computed by :func:`rljax.stats.small_sample.interval_bounds`, the
 same code whose coverage was measured.
@@ -32,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.stats._validation import check_confidence, check_key, check_reps
+from rljax.stats.coverage import DATA_KINDS, recommend_methods
 from rljax.stats.small_sample import METHODS_BY_STATISTIC, interval_bounds
 
 STATISTICS = ("mean", "median", "iqm", "ratio_of_medians", "paired_difference",
@@ -89,6 +102,34 @@ def _check_statistic(statistic: Any) -> str:
     return statistic
 
 
+def _check_data(data: Any, statistic: str) -> str:
+    if data == "any":
+        return data
+    if data not in DATA_KINDS:
+        raise ValueError(f"data: must be 'any' or one of {', '.join(DATA_KINDS)}, got "
+                         f"{data!r}")
+    simulated = {d for by_stat in coverage_table()["coverage"].values()
+                 for d in by_stat.get(statistic, {})}
+    if not simulated & set(DATA_KINDS[data]):
+        kinds = [k for k, names in DATA_KINDS.items() if simulated & set(names)]
+        raise ValueError(f"data: {statistic} was not simulated on {data!r} data; its kinds "
+                         f"are any, {', '.join(kinds)}")
+    return data
+
+
+def _distributions(data: str) -> tuple[str, ...] | None:
+    return None if data == "any" else DATA_KINDS[data]
+
+
+@functools.cache
+def _recommendations(data: str) -> dict[str, dict[str, str]]:
+    """The study's rule applied to the committed cells (for ``"any"`` this is the table's
+    own ``recommended_method``)."""
+    table = coverage_table()
+    return recommend_methods(table["coverage"], threshold=table.get("threshold", 0.93),
+                             distributions=_distributions(data))
+
+
 def _check_n(n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
@@ -108,31 +149,48 @@ def simulated_n(statistic: str, n: int) -> int | None:
     return max(below) if below else None
 
 
-def _coverage_at(method: str, statistic: str, n_sim: int) -> tuple[float, int] | None:
+def _worst_at(method: str, statistic: str, n_sim: int,
+              data: str = "any") -> tuple[float, int, str] | None:
+    """``(coverage, number of distributions, worst distribution)`` or None."""
     by_dist = coverage_table()["coverage"].get(method, {}).get(statistic)
     if not by_dist:
         return None
-    values = [v[str(n_sim)]["coverage"] for v in by_dist.values() if str(n_sim) in v]
-    return (min(values), len(values)) if values else None
+    keep = _distributions(data)
+    values = [(v[str(n_sim)]["coverage"], d) for d, v in by_dist.items()
+              if str(n_sim) in v and (keep is None or d in keep)]
+    if not values:
+        return None
+    worst = min(values)
+    return worst[0], len(values), worst[1]
 
 
-def measured_coverage(method: str, statistic: str, n: int) -> float | None:
+def _coverage_at(method: str, statistic: str, n_sim: int,
+                 data: str = "any") -> tuple[float, int] | None:
+    found = _worst_at(method, statistic, n_sim, data)
+    return None if found is None else found[:2]
+
+
+def measured_coverage(method: str, statistic: str, n: int, data: str = "any") -> float | None:
     """Measured coverage (a Python scalar) of ``method`` for ``statistic`` at ``n`` seeds.
 
-    The minimum over the simulated distributions at the nearest simulated ``n`` at or below
-    the given one (``n > 1000`` uses 1000); None when the method was not simulated for the
-    statistic or ``n`` is below the smallest simulated size (3).
+    The minimum over the simulated distributions of kind ``data`` (``"any"``: all of the
+    statistic's distributions) at the nearest simulated ``n`` at or below the given one
+    (``n > 1000`` uses 1000); None when the method was not simulated for the statistic or
+    ``n`` is below the smallest simulated size (3).
     """
     _check_statistic(statistic)
+    data = _check_data(data, statistic)
     n_sim = simulated_n(statistic, n)
     if n_sim is None:
         return None
-    found = _coverage_at(method, statistic, n_sim)
+    found = _coverage_at(method, statistic, n_sim, data)
     return None if found is None else found[0]
 
 
-def recommended_method(statistic: str, n: int) -> str:
+def recommended_method(statistic: str, n: int, data: str = "any") -> str:
     """The interval method for ``statistic`` at ``n`` seeds (a Python scalar) from the table.
+
+    ``data`` restricts the rule to one kind of data (see the module docstring).
 
     Returns a method name (``"t"``, ``"bootstrap_t"``, ``"trimmed_t"``,
     ``"order_statistic"``, ``"percentile"``, ``"basic"``, ``"bca"``) or a string starting
@@ -140,17 +198,18 @@ def recommended_method(statistic: str, n: int) -> str:
     below the smallest simulated size).
     """
     _check_statistic(statistic)
+    data = _check_data(data, statistic)
     n_sim = simulated_n(statistic, n)
     if n_sim is None:
         return f"{NONE_PREFIX}: run more seeds (the coverage study starts at n = 3)"
-    for label, method in coverage_table()["recommended_method"][statistic].items():
+    for label, method in _recommendations(data)[statistic].items():
         start = int(label.split("-")[0].rstrip("+"))
         if start == n_sim:
             return method
     raise ValueError(f"n: no recommended-method entry for {statistic} at n = {n_sim}")
 
 
-def _best_available(statistic: str, n: int) -> str:
+def _best_available(statistic: str, n: int, data: str = "any") -> str:
     """The method with the highest measured coverage at ``n`` (fallback when none
     qualifies); ``t``-type methods first at ``n`` below the table."""
     n_sim = simulated_n(statistic, n)
@@ -158,7 +217,7 @@ def _best_available(statistic: str, n: int) -> str:
     if n_sim is None:
         return next(m for m in ("t", "order_statistic", "trimmed_t", "percentile")
                     if m in methods)
-    scored = [(_coverage_at(m, statistic, n_sim) or (-1.0, 0))[0] for m in methods]
+    scored = [(_coverage_at(m, statistic, n_sim, data) or (-1.0, 0))[0] for m in methods]
     return methods[int(np.argmax(scored))]
 
 
@@ -230,7 +289,8 @@ def _label(statistic: str, method: str, reps: int) -> str:
 
 
 def reported_interval(statistic: str, *samples, key: jax.Array, reps: int = 2000,
-                      confidence: float = 0.95, method: str | None = None) -> ReportedInterval:
+                      confidence: float = 0.95, method: str | None = None,
+                      data: str = "any") -> ReportedInterval:
     """Interval of a named statistic over seeds with the method the coverage study picked.
 
     Args:
@@ -247,12 +307,16 @@ def reported_interval(statistic: str, *samples, key: jax.Array, reps: int = 2000
         report ``coverage=None``).
       method: override the recommended method (one of
         ``small_sample.METHODS_BY_STATISTIC[statistic]``).
+      data: the kind of per-seed data (``"any"`` or a key of
+        :data:`rljax.stats.coverage.DATA_KINDS`): the method and the coverage are those
+        measured on that kind; the note also gives the worst case over all distributions.
 
     Returns:
       :class:`ReportedInterval` whose ``note`` is one sentence naming the statistic, n, the
       method and its measured coverage, for a report's procedure.
     """
     statistic = _check_statistic(statistic)
+    data = _check_data(data, statistic)
     key = check_key(key)
     reps = check_reps(reps)
     confidence = check_confidence(confidence)
@@ -273,18 +337,20 @@ def reported_interval(statistic: str, *samples, key: jax.Array, reps: int = 2000
         raise ValueError(f"samples: paired_difference needs x and y on the same seeds, got "
                          f"lengths {arrays[0].shape[0]} and {arrays[1].shape[0]}")
     n = min(a.shape[0] for a in arrays)
-    recommended = recommended_method(statistic, n)
+    recommended = recommended_method(statistic, n, data)
     qualified = not recommended.startswith(NONE_PREFIX)
     if method is None:
-        method = recommended if qualified else _best_available(statistic, n)
+        method = recommended if qualified else _best_available(statistic, n, data)
     elif method not in METHODS_BY_STATISTIC[statistic]:
         raise ValueError(f"method: {statistic} supports "
                          f"{', '.join(METHODS_BY_STATISTIC[statistic])}, got {method!r}")
     low, high = np.asarray(_bounds(tuple(jnp.asarray(a, jnp.float32) for a in arrays), key,
                                    statistic, method, reps, confidence), np.float64)
     n_sim = simulated_n(statistic, n)
-    found = None if n_sim is None else _coverage_at(method, statistic, n_sim)
+    found = None if n_sim is None else _coverage_at(method, statistic, n_sim, data)
+    worst = None if n_sim is None else _worst_at(method, statistic, n_sim)
     coverage = found[0] if found is not None and math.isclose(confidence, 0.95) else None
+    kind = "" if data == "any" else f" {data}"
     head = f"{_describe(statistic, arrays)}: {_label(statistic, method, reps)}"
     if found is None:
         tail = "coverage not measured at this n (the interval-coverage study starts at n = 3)"
@@ -292,11 +358,16 @@ def reported_interval(statistic: str, *samples, key: jax.Array, reps: int = 2000
         tail = (f"coverage measured only at 95 % (there: {found[0]:.3f}, min over {found[1]} "
                 f"distributions at n = {n_sim})")
     else:
-        tail = (f"measured coverage {coverage:.3f} (min over {found[1]} simulated "
-                f"distributions at n = {n_sim}, interval-coverage study)")
+        plural = "s" if found[1] > 1 else ""
+        tail = (f"measured coverage {coverage:.3f} (min over {found[1]} simulated{kind} "
+                f"distribution{plural} at n = {n_sim}, interval-coverage study)")
+        if data != "any" and worst is not None:
+            tail += (f"; worst over all {worst[1]} simulated distributions {worst[0]:.3f} "
+                     f"({worst[2]})")
     if not qualified:
-        tail += ("; no method reaches 0.93 coverage at this n in that study, so run more "
-                 f"seeds ({recommended.split('(', 1)[-1].rstrip(')')})")
+        tail += (f"; no method reaches 0.93 coverage on{kind or ' all'} simulated data at this "
+                 f"n in that study, so run more seeds "
+                 f"({recommended.split('(', 1)[-1].rstrip(')')})")
     note = f"{head}; {tail}."
     return ReportedInterval(_point(statistic, arrays), float(low), float(high), method, n,
                             coverage, note)

@@ -1,0 +1,190 @@
+"""The README's study figures are the committed summaries' figures.
+
+Every study figure the README quotes is listed in ``FIGURES`` with the function that
+formats it from ``experiments/figures/NAME.json`` (written by
+``scripts/record_figures.py`` from a run at the study's defaults). The tests check that
+
+* each figure's text appears in the README and is exactly the committed summary's value
+  at the README's rounding (a figure typed in by hand, or left behind by a re-run, fails);
+* each committed run used the study's *current* default config (a default changed after
+  the run fails until the study is re-run and re-recorded);
+* the committed summaries are what the code computes: ``scripts/regenerate_figures.py``
+  re-runs the studies (minutes each, so not in CI); here the cheap studies are re-run at
+  their full default config when they take seconds, and the others have their own small
+  tests of the same code paths (tests/test_studies.py, test_search_studies.py, ...).
+
+Benchmark timings in the README are not pinned: they are measurements of this machine's
+speed (see each benchmark's section), not results a test can reproduce.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rljax.cli import EXPERIMENT_GROUP, registry
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+FIGURES_DIR = ROOT / "experiments" / "figures"
+
+
+def committed(name: str) -> dict:
+    """The committed record of study ``name`` (config + summary)."""
+    return json.loads((FIGURES_DIR / f"{name}.json").read_text())
+
+
+def ci(point: float, interval, digits: int = 3, sign: bool = False, scale: float = 1.0,
+       suffix: str = "") -> str:
+    """``point [low, high]`` at ``digits`` decimals, the README's interval format."""
+    fmt = f"{{:{'+' if sign else ''}.{digits}f}}"
+    low, high = interval
+
+    def num(x):
+        return fmt.format(x * scale).replace("-", "\N{MINUS SIGN}")
+
+    return f"{num(point)}{suffix} [{num(low)}, {num(high)}]"
+
+
+def num(x: float, digits: int) -> str:
+    """``x`` at ``digits`` decimals with the README's minus sign."""
+    return f"{x:.{digits}f}".replace("-", "\N{MINUS SIGN}")
+
+
+def pct(x: float, digits: int = 1) -> str:
+    return f"{100 * x:.{digits}f} %"
+
+
+Figure = tuple[str, str, Callable[[dict], str]]
+
+
+def _orm(s):
+    return [
+        f"{num(s['orm_ep50_median'], 0)} {ci_only(s['orm_ep50_median_ci'], 0)}",
+        f"{num(s['prm_ep50_median'], 0)} {ci_only(s['prm_ep50_median_ci'], 0)}",
+        f"{num(s['orm_ep50_median_as_written'], 0)} "
+        f"{ci_only(s['orm_ep50_median_as_written_ci'], 0)}",
+        f"{num(s['prm_ep50_median_as_written'], 0)} "
+        f"{ci_only(s['prm_ep50_median_as_written_ci'], 0)}",
+        f"| {pct(s['orm_never_reached'])} | {pct(s['prm_never_reached'])} |",
+        ci(s["orm_final_success"], s["orm_final_success_ci"]),
+        ci(s["prm_final_success"], s["prm_final_success_ci"]),
+        f"**{ci(s['ep50_ratio'], s['ep50_ratio_ci'], 2)}** with a full window",
+        f"{ci(s['ep50_ratio_as_written'], s['ep50_ratio_as_written_ci'], 2)}\nas written",
+        f"**{num(s['ep50_ratio'], 2)}× {ci_only(s['ep50_ratio_ci'], 2)}** the episodes PRM",
+    ]
+
+
+def ci_only(interval, digits: int = 3) -> str:
+    return f"[{num(interval[0], digits)}, {num(interval[1], digits)}]"
+
+
+def _four_answer(s):
+    return [
+        f"{num(s['var_no_baseline'], 5)} {ci_only(s['var_no_baseline_ci'], 5)} and "
+        f"{num(s['var_with_baseline'], 5)} {ci_only(s['var_with_baseline_ci'], 5)}",
+        ci(s["grpo_p_correct_no_kl"], s["grpo_p_correct_no_kl_ci"]) + " without KL and "
+        + ci(s["grpo_p_correct_kl"], s["grpo_p_correct_kl_ci"]) + " with KL",
+        f"+{num(s['grpo_kl_gap'], 4)}\n{ci_only(s['grpo_kl_gap_ci'], 4)}",
+        f"median {num(s['mc_grad_max_abs_err_median'], 5)}\n"
+        f"{ci_only(s['mc_grad_max_abs_err_median_ci'], 5)}",
+        f"only {100 * s['mc_grad_within_tolerance_fraction']:.0f} % of keys",
+        f"about {round(s['mc_samples_for_tolerance_on_most_keys'], -3):,} samples",
+    ]
+
+
+def _gdro(s):
+    out = []
+    for m in ("uniform", "dynamic", "prompt_gdro", "rollout_gdro"):
+        out.append(ci(s["pass8"][m], s["pass8_ci"][m]).split(" [")[0])
+        out.append(ci_only(s["pass8_ci"][m]))
+        out.append(ci(s["hard_pass8"][m], s["hard_pass8_ci"][m]).split(" [")[0])
+        out.append(ci_only(s["hard_pass8_ci"][m]))
+    rel = s["rel_gain"]["prompt_gdro"], s["rel_gain_ci"]["prompt_gdro"]
+    out.append(f"+{100 * rel[0]:.1f} % [{100 * rel[1][0]:.1f}, {100 * rel[1][1]:.1f}]")
+    rel = s["rel_gain"]["rollout_gdro"], s["rel_gain_ci"]["rollout_gdro"]
+    out.append(num(100 * rel[0], 1) + f" % [{num(100 * rel[1][0], 1)}, "
+               f"{num(100 * rel[1][1], 1)}]")
+    hard = s["hard_rel_gain"]["prompt_gdro"], s["hard_rel_gain_ci"]["prompt_gdro"]
+    out.append(f"+{100 * hard[0]:.0f} % [{100 * hard[1][0]:.0f}, {100 * hard[1][1]:.0f}]")
+    hard = s["hard_rel_gain"]["rollout_gdro"], s["hard_rel_gain_ci"]["rollout_gdro"]
+    out.append(num(100 * hard[0], 0) + f" % [{num(100 * hard[1][0], 0)}, "
+               f"{num(100 * hard[1][1], 0)}]")
+    sig = s["signal_fraction"]
+    out.append(f"uniform {sig['uniform']:.2f}, Prompt-GDRO {sig['prompt_gdro']:.2f}, "
+               f"Rollout-GDRO {sig['rollout_gdro']:.2f}, dynamic {sig['dynamic']:.1f}")
+    bank = s["bank"]
+    out.append(f"mean initial success is {bank['mean_p0']:.3f} "
+               f"({bank['mean_p0_range'][0]:.3f}–{bank['mean_p0_range'][1]:.3f})")
+    return out
+
+
+def _grpo_signal(s):
+    p95 = s["signal_fraction"]["0.95"]
+    return [f"within {s['max_abs_gap']:.4f} of the closed form",
+            f"p = 0.95 → {ci(p95['empirical'], p95['empirical_ci'])}"]
+
+
+def _interval_coverage(s):
+    c = s["coverage"]
+    return [f"percentile bootstrap of a normal mean at 8 seeds: "
+            f"{c['percentile']['mean']['normal']['8']['coverage']:.3f}; Student t: "
+            f"{c['t']['mean']['normal']['8']['coverage']:.3f}",
+            "| mean | t | " + " | ".join(
+                f"{min(v[n]['coverage'] for v in c['t']['mean'].values()):.2f}"
+                for n in ("3", "5", "8", "16", "64", "1000")) + " |",
+            "| median | order_statistic | " + " | ".join(
+                f"{min(v[n]['coverage'] for v in c['order_statistic']['median'].values()):.2f}"
+                for n in ("3", "5", "8", "16", "64", "1000")) + " |"]
+
+
+def _ppo_cartpole(s):
+    low, high = s["fraction_seeds_final_500_ci"]
+    return [f"{s['seeds_final_500']} of {s['seeds']} seeds, "
+            f"{100 * s['fraction_seeds_final_500']:.0f} % [{100 * low:.0f}, {100 * high:.0f}] %",
+            f"PPO state {s['ppo_state_bytes']:,} B vs GRPO's actor alone "
+            f"{s['grpo_state_bytes']:,} B ({s['grpo_state_bytes'] / s['ppo_state_bytes']:.2f}×)"]
+
+
+MAKERS = {"orm-vs-prm": _orm, "ppo-cartpole": _ppo_cartpole, "four-answer": _four_answer, "gdro": _gdro,
+          "grpo-signal": _grpo_signal, "interval-coverage": _interval_coverage}
+def _nth(make: Callable[[dict], list[str]], index: int, summary: dict) -> str:
+    return make(summary)[index]
+
+
+FIGURES: list[Figure] = [
+    (study, text, functools.partial(_nth, make, i))
+    for study, make in MAKERS.items()
+    for i, text in enumerate(make(committed(study)["summary"]))
+]
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FIGURES_DIR.glob("*.json")))
+def test_committed_run_used_the_current_defaults(name):
+    record = committed(name)
+    module = registry(EXPERIMENT_GROUP)[name].load()
+    defaults = dataclasses.asdict(module.Config())
+    assert record["config"] == defaults, (
+        f"experiments/figures/{name}.json was recorded with another config than the "
+        f"study's defaults; re-run `rljax run {name}` and scripts/record_figures.py")
+    assert record["summary"]["experiment"] == name
+
+
+@pytest.mark.parametrize("study,text,make", FIGURES,
+                         ids=[f"{s}:{t[:40]}" for s, t, _ in FIGURES])
+def test_readme_figure_is_the_committed_figure(study, text, make):
+    assert text in README, f"README no longer quotes {text!r} ({study})"
+    assert make(committed(study)["summary"]) == text, (
+        f"README's {text!r} is not experiments/figures/{study}.json's "
+        f"{make(committed(study)['summary'])!r}")
+
+
+def test_every_study_with_readme_figures_has_a_committed_record():
+    studies = {s for s, _, _ in FIGURES}
+    assert studies <= {p.stem for p in FIGURES_DIR.glob("*.json")}
+    assert studies, "no README figures are pinned"
