@@ -80,7 +80,7 @@ def supports_tensorboard(module: Any) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rljax.config import build_config, parse_overrides, parse_value
+    from rljax.config import build_config, field_types, parse_overrides, parse_value
 
     processes = _positive_int("--processes", args.processes, 1)
     local_devices = _positive_int("--local-devices", args.local_devices, 1)
@@ -116,6 +116,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                         ("base_seed", "base_seed")):
         value = getattr(args, flag)
         if value is not None:
+            if field not in field_types(module.Config):
+                raise UsageError(f"--{flag.replace('_', '-')}: study {args.name!r} has no "
+                                 f"{field} field (it runs no seed sweep); drop the flag")
             overrides[field] = parse_value(field, value, int)
     if args.resume:
         overrides = {**_recorded_config(out, args.name), **overrides}

@@ -284,9 +284,10 @@ def test_cli_refuses_bad_values_in_one_line_without_output(out_root, data):
 @CLI_SETTINGS
 @given(data=st.data())
 def test_seed_flags_refuse_bad_text_in_one_line(out_root, data):
-    name = data.draw(st.sampled_from(sorted(STUDIES)), label="study")
     flag = data.draw(st.sampled_from(sorted(SEED_FLAGS)), label="flag")
     field = SEED_FLAGS[flag]
+    name = data.draw(st.sampled_from(sorted(n for n, m in STUDIES.items()
+                                            if field in field_types(m.Config))), label="study")
     text = data.draw(st.one_of(ints_text, floats_text, odd_text), label="text")
     config_cls = STUDIES[name].Config
     try:
@@ -300,6 +301,18 @@ def test_seed_flags_refuse_bad_text_in_one_line(out_root, data):
     status, stdout, stderr = run_cli(["run", name, f"{flag}={text}", "--out", str(out)])
     assert_refused(status, stdout, stderr, field)
     assert not out.exists() and not out.parent.exists()
+
+
+def test_seed_flags_on_a_study_without_that_field_are_refused(tmp_path):
+    for name, module in STUDIES.items():
+        for flag, field in SEED_FLAGS.items():
+            if field in field_types(module.Config):
+                continue
+            out = fresh_out(tmp_path)
+            status, stdout, stderr = run_cli(["run", name, flag, "4", "--out", str(out)])
+            assert_refused(status, stdout, stderr, flag)
+            assert "no " + field in stderr
+            assert not out.parent.exists()
 
 
 def test_seed_flags_with_a_separate_argument(tmp_path):

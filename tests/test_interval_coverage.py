@@ -185,13 +185,23 @@ def test_study_runs_end_to_end(tmp_path):
     out = tmp_path / "ic"
     status = main(["run", "interval-coverage", "--out", str(out),
                    "--set", "sims=20", "--set", "reps=19", "--set", "sims_large=20",
-                   "--set", "reps_large=19", "--set", "sizes=3,8", "--set", "large_n=8",
+                   "--set", "reps_large=19", "--set", "sims_closed_form=40",
+                   "--set", "sizes=3,8", "--set", "large_n=8",
                    "--set", "statistics=mean,median,two_way_mean", "--set", "prompts=4"])
     assert status == 0
     summary = json.loads((out / "summary.json").read_text())
     assert {"coverage", "recommended_method", "min_coverage", "plan"} <= set(summary)
     cell = summary["coverage"]["t"]["mean"]["normal"]["8"]
-    assert {"coverage", "mc_se", "sims", "mean_width"} <= set(cell) and cell["sims"] == 20
+    assert {"coverage", "mc_se", "sims", "mean_width"} <= set(cell)
+    # at large_n the closed-form methods get sims_closed_form datasets, the bootstraps
+    # sims_large
+    assert cell["sims"] == 40
+    assert summary["coverage"]["percentile"]["mean"]["normal"]["8"]["sims"] == 20
+    assert summary["coverage"]["t"]["mean"]["normal"]["3"]["sims"] == 20
+    assert summary["plan"]["8"] == {"sims": 20, "reps": 19, "sims_closed_form": 40}
+    assert {"recommended_method_by_data", "data_kinds"} <= set(summary)
+    assert set(summary["recommended_method_by_data"]["median"]) == {
+        "symmetric", "skewed", "binary", "counts", "censored"}
     assert set(summary["recommended_method"]["median"]) == {"3-7", "8+"}
     assert (out / "coverage.png").read_bytes()[:4] == b"\x89PNG"
     assert "Monte Carlo" in (out / "report.md").read_text()

@@ -75,6 +75,34 @@ def check_lm_grpo(text: str) -> None:
                      text, re.M), "04: the interval's method and coverage are not stated"
 
 
+# Figures the README's Notebooks table quotes from each notebook: each must appear both in
+# that table row and in the notebook's executed output (README arrows and minus signs
+# read as the notebook's "->" and "-"), so the README cannot outlive the notebook.
+README_QUOTES = {
+    "01_quickstart.ipynb": ["239.8 [236.1, 243.9]", "64.9 [64.3, 65.6]"],
+    "02_custom_advantage.ipynb": ["0.637 [0.603, 0.672]"],
+    "03_search.ipynb": [],
+    "04_lm_grpo.ipynb": ["0.110 -> 0.238", "+0.128 [-0.166, +0.422]"],
+}
+
+
+def readme_row(name: str) -> str:
+    """The README's Notebooks-table row of notebook ``name``, arrows and minus signs
+    normalised."""
+    stem = name.removesuffix(".ipynb")
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith(f"| `{stem}` |"):
+            return line.replace("\N{RIGHTWARDS ARROW}", "->").replace("\N{MINUS SIGN}", "-")
+    raise AssertionError(f"README's Notebooks table has no row for {stem}")
+
+
+@pytest.mark.parametrize("name", sorted(README_QUOTES))
+def test_readme_quotes_are_listed_in_the_row(name):
+    row = readme_row(name)
+    for quote in README_QUOTES[name]:
+        assert quote in row, f"README's {name} row does not quote {quote!r}: {row}"
+
+
 # What each notebook's printed output must show (checked on its code cells' text).
 EXPECTED = {
     "01_quickstart.ipynb": check_quickstart,
@@ -128,6 +156,9 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     text = _text_outputs(nb)
+    missing = [q for q in README_QUOTES[path.name] if q not in text]
+    assert not missing, (f"README quotes {missing} from {path.name}, which its run no longer "
+                         f"prints; output ends with:\n{text[-2000:]}")
     try:
         EXPECTED[path.name](text)
     except AssertionError as err:

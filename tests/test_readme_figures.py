@@ -151,7 +151,63 @@ def _ppo_cartpole(s):
             f"{s['grpo_state_bytes']:,} B ({s['grpo_state_bytes'] / s['ppo_state_bytes']:.2f}×)"]
 
 
-MAKERS = {"orm-vs-prm": _orm, "ppo-cartpole": _ppo_cartpole, "four-answer": _four_answer, "gdro": _gdro,
+def _lm_grpo(s):
+    return [
+        f"| {ci(s['accuracy_start'], s['accuracy_start_ci'])} |",
+        f"| {ci(s['accuracy_grpo'], s['accuracy_grpo_ci'])} |",
+        f"**{ci(s['accuracy_gain'], s['accuracy_gain_ci'], sign=True)}**: the interval "
+        "includes 0",
+        f"{s['training_accuracy_start']:.3f} → {s['training_accuracy_grpo']:.3f}, "
+        f"**{ci(s['training_accuracy_gain'], s['training_accuracy_gain_ci'], sign=True)}**",
+        f"**{ci(s['format_only_accuracy_gain'], s['format_only_accuracy_gain_ci'])}** / "
+        f"{s['format_only_format_rate']:.3f}",
+        f"{ci(s['accuracy_ppo'], s['accuracy_ppo_ci'])} / "
+        f"{ci(s['accuracy_ppo_gain'], s['accuracy_ppo_gain_ci'], sign=True)}",
+        f"{s['grpo_step_bytes'] / 1e6:.1f} MB / {s['ppo_step_bytes'] / 1e6:.1f} MB = "
+        f"**{s['memory_ratio']:.2f}**",
+    ]
+
+
+def _test_time_search(s):
+    acc, ci_ = s["accuracy"], s["accuracy_ci"]
+    pairs = s["paired_differences"]["256"]
+
+    def diff(pair):
+        v = pairs[pair]
+        return ci(v["diff"], (v["low"], v["high"]), sign=True).replace(
+            f"[+{v['low']:.3f}", f"[{v['low']:.3f}").replace(f", +{v['high']:.3f}]",
+                                                            f", {v['high']:.3f}]")
+
+    out = [f"{label} {ci(acc[m]['256'], ci_[m]['256'])}" for label, m in (
+        ("MCTS-Gumbel", "mcts_gumbel"), ("PRM beam", "prm_beam"), ("MCTS-PUCT", "mcts_puct"),
+        ("best-of-N", "best_of_n"))]
+    out += [f"Gumbel − PUCT {diff('mcts_gumbel - mcts_puct')}",
+            f"above best-of-N ({diff('mcts_gumbel - best_of_n')}",
+            f"PUCT − best-of-N {diff('mcts_puct - best_of_n')}, tied"]
+    assert not pairs["mcts_gumbel - mcts_puct"]["significant"]
+    assert pairs["mcts_gumbel - best_of_n"]["significant"]
+    assert not pairs["mcts_puct - best_of_n"]["significant"]
+    return out
+
+
+def _rl_then_search(s):
+    acc, ci_ = s["accuracy"], s["accuracy_ci"]
+    eff = s["effects"]["all_levels"]
+    removed = eff["errors_removed_trained"]
+    inter = eff["error_ratio_interaction"]
+    return [
+        f"greedy accuracy {acc['untrained_greedy']:.3f} → "
+        f"{ci(acc['trained_greedy'], ci_['trained_greedy'])} with GRPO",
+        f"adds {ci(s['mcts_gain_untrained'], s['mcts_gain_untrained_ci'])} to the untrained",
+        f"and {ci(s['mcts_gain_trained'], s['mcts_gain_trained_ci'])} to the trained one",
+        f"raw interaction {ci(s['interaction'], s['interaction_ci'])} is forced",
+        f"{100 * removed['point']:.0f} % [{num(100 * removed['low'], 0)}, "
+        f"{100 * removed['high']:.0f}] of the trained one's",
+        f"(interaction {ci(inter['point'], (inter['low'], inter['high']), 2)}, consistent",
+    ]
+
+
+MAKERS = {"orm-vs-prm": _orm, "rl-then-search": _rl_then_search, "test-time-search": _test_time_search, "lm-grpo": _lm_grpo, "ppo-cartpole": _ppo_cartpole, "four-answer": _four_answer, "gdro": _gdro,
           "grpo-signal": _grpo_signal, "interval-coverage": _interval_coverage}
 def _nth(make: Callable[[dict], list[str]], index: int, summary: dict) -> str:
     return make(summary)[index]
