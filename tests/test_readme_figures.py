@@ -207,8 +207,12 @@ def _rl_then_search(s):
     ]
 
 
-MAKERS = {"orm-vs-prm": _orm, "rl-then-search": _rl_then_search, "test-time-search": _test_time_search, "lm-grpo": _lm_grpo, "ppo-cartpole": _ppo_cartpole, "four-answer": _four_answer, "gdro": _gdro,
+MAKERS = {"orm-vs-prm": _orm, "rl-then-search": _rl_then_search,
+          "test-time-search": _test_time_search, "lm-grpo": _lm_grpo,
+          "ppo-cartpole": _ppo_cartpole, "four-answer": _four_answer, "gdro": _gdro,
           "grpo-signal": _grpo_signal, "interval-coverage": _interval_coverage}
+
+
 def _nth(make: Callable[[dict], list[str]], index: int, summary: dict) -> str:
     return make(summary)[index]
 
