@@ -10,11 +10,12 @@ traceback, no output directory.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 EXIT_USAGE = 2
 EXPERIMENT_GROUP = "rljax.experiments"
@@ -427,5 +428,26 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def exit_with(code: int) -> NoReturn:
+    """Ends the process with ``code``.
+
+    After a refusal (exit 2) the process ends at once (``os._exit`` once stdout and stderr
+    are flushed): a failed checkpoint read can leave tensorstore threads whose callbacks on
+    orbax's closed event loop print ``RuntimeError: Event loop is closed`` tracebacks while
+    the interpreter shuts down, which would turn the one-line error into a wall of text.
+    Nothing is left to write after a refusal (it writes nothing), so no exit handler is lost.
+    """
+    if code == EXIT_USAGE:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def entry() -> NoReturn:
+    """The ``rljax`` console command: :func:`main` on ``sys.argv``, then :func:`exit_with`."""
+    exit_with(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

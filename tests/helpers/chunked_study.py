@@ -82,4 +82,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from rljax.cli import exit_with
+
+    exit_with(main(sys.argv[1:]))
