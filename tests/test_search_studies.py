@@ -4,28 +4,19 @@ comparisons with Holm's correction, and the 2 x 2 interaction on three scales.""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers.study_runs import run_study
 
 from experiments import rl_then_search, test_time_search
 from experiments.equation_training import EquationTrainConfig, training_problems
 from rljax.cli import main
 from rljax.envs.equation import HOLDOUT_MODULUS, NUM_LEVELS, EquationEnv, enumerate_equations
 from rljax.envs.equation import is_held_out as split_fn
-
-
-def run_study(tmp_path, name, *sets, block_size=32):
-    out = tmp_path / name
-    args = ["run", name, "--out", str(out), "--block-size", str(block_size)]
-    for s in sets:
-        args += ["--set", s]
-    assert main(args) == 0
-    return out, json.loads((out / "summary.json").read_text())
 
 
 def _sides():

@@ -1,21 +1,12 @@
 """Small configs of the studies: the files and summary keys the issues name."""
 
-import json
 
 import numpy as np
 import pytest
+from helpers.study_runs import run_study
 
 from experiments import four_answer, grpo_signal
 from rljax.cli import main
-
-
-def run_study(tmp_path, name, *sets, block_size=32):
-    out = tmp_path / name
-    args = ["run", name, "--out", str(out), "--block-size", str(block_size)]
-    for s in sets:
-        args += ["--set", s]
-    assert main(args) == 0
-    return out, json.loads((out / "summary.json").read_text())
 
 
 def test_four_answer_small(tmp_path):
