@@ -339,7 +339,7 @@ QUICKSTART_TEST = ["-m", "pytest", "-q", "-n", "2"]
 def test_ci_run_is_the_readme_command_and_propagates_pytest_status(tmp_path):
     assert "pip install -e '.[dev]' && python -m pytest -q -n 2" in TEXT
     code, _, argv = _fake_ci(tmp_path, "1 failed, 3 passed\n", 1)
-    assert code == 1  # pytest's status survives the tee (pipefail)
+    assert code == 1  # pytest's status survives the log (tee)
     assert argv[:len(QUICKSTART_TEST)] == QUICKSTART_TEST  # the README line, plus flags
 
 
