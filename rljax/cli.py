@@ -121,15 +121,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--{flag.replace('_', '-')}: study {args.name!r} has no "
                                  f"{field} field (it runs no seed sweep); drop the flag")
             overrides[field] = parse_value(field, value, int)
+    grid_args = _grid_args(args)
     if args.resume:
-        overrides = {**_recorded_config(out, args.name), **overrides}
+        recorded = _recorded_config(out, args.name)
+        swept = set(_recorded_grid_args(out).get("fields", []))
+        overrides = {**{k: v for k, v in recorded.items() if k not in swept}, **overrides}
+        grid_args = _resume_grid_args(out, grid_args)
     config = build_config(module.Config, overrides)
+    grid = _build_grid(module, args.name, overrides, grid_args, config, args.yes)
     if debug_seed is not None:
         seeds = getattr(config, "seeds", None)
         if seeds is not None and debug_seed >= seeds:
             raise UsageError(f"--debug-nans: seed must be in 0..{seeds - 1} (this run's seeds), "
                              f"got {debug_seed}")
-        return _debug_nans(module, config, debug_seed)
+        return _debug_nans(module, config, debug_seed, grid)
     if not args.child and not args.distributed:
         _check_out(out, args.resume, args.overwrite)
     if (processes or 1) > 1:
@@ -140,7 +145,69 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         if distributed.is_primary():
             _check_out(out, args.resume, args.overwrite)
-    return _run_study(module, args, config, out, checkpoint_every)
+    return _run_study(module, args, config, out, checkpoint_every, grid, grid_args)
+
+
+def _grid_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The grid flags as given (kept in the run record so ``--resume`` rebuilds the grid)."""
+    from rljax.config import parse_value
+
+    samples = None if args.samples is None else parse_value("--samples", args.samples, int)
+    seed = 0 if args.sample_seed is None else parse_value("--sample-seed", args.sample_seed, int)
+    return {"grid": list(args.grid or []), "sample": list(args.sample or []),
+            "samples": samples, "sample_seed": seed}
+
+
+def _recorded_grid_args(out: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        return dict(json.loads((out / CHECKPOINTS / RUN_RECORD).read_text()).get("grid_args")
+                    or {})
+    except (OSError, ValueError):
+        return {}
+
+
+def _resume_grid_args(out: Path, given: dict[str, Any]) -> dict[str, Any]:
+    """``--resume`` reuses the interrupted run's grid; grid flags given again must match."""
+    there = {k: v for k, v in _recorded_grid_args(out).items() if k != "fields"}
+    if not (given["grid"] or given["sample"] or given["samples"] is not None):
+        return there or given
+    if there and there != given:
+        raise UsageError(f"--resume: {out} was started with grid {there}, not {given}; resume "
+                         "with the same --grid/--sample flags (or none)")
+    return given
+
+
+def _build_grid(module: Any, name: str, overrides: dict[str, Any], grid_args: dict[str, Any],
+                config: Any, yes: bool) -> Any:
+    """The validated :class:`rljax.grid.Grid` of the grid flags, or ``None``."""
+    from rljax.grid import CONFIRM_PAIRS, make_grid, traced_fields
+
+    if not (grid_args.get("grid") or grid_args.get("sample")
+            or grid_args.get("samples") is not None):
+        return None
+    grid = make_grid(module.Config, overrides, grid=grid_args.get("grid") or [],
+                     sample=grid_args.get("sample") or [], samples=grid_args.get("samples"),
+                     sample_seed=grid_args.get("sample_seed") or 0)
+    seeds = getattr(config, "seeds", 1)
+    pairs = len(grid) * seeds
+    if pairs > CONFIRM_PAIRS and not yes:
+        raise UsageError(f"--grid: {len(grid)} configs x {seeds} seeds = {pairs:,} runs (more "
+                         f"than {CONFIRM_PAIRS:,}); add --yes to confirm")
+    traced = set(traced_fields(module.Config))
+    structural = [f for f in grid.fields if f not in traced]
+    if structural:
+        from rljax.config import build_config
+
+        programs = len({repr([getattr(c, f) for f in structural])
+                        for c in grid.configs(build_config(module.Config, overrides))})
+        print(f"grid: {len(grid)} configs x {seeds} seeds; {programs} compiled program(s), one "
+              f"per value of the structural field(s) {', '.join(structural)}", file=sys.stderr)
+    else:
+        print(f"grid: {len(grid)} configs x {seeds} seeds in one compiled program (traced: "
+              f"{', '.join(grid.fields)})", file=sys.stderr)
+    return grid
 
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
@@ -190,7 +257,8 @@ def _check_same_run(out: Path, record: dict[str, Any]) -> None:
 
 
 def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
-               checkpoint_every: int | None) -> int:
+               checkpoint_every: int | None, grid: Any = None,
+               grid_args: dict[str, Any] | None = None) -> int:
     import shutil
     import tempfile
     from dataclasses import asdict
@@ -202,6 +270,8 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
     primary = is_primary()
     record = {"experiment": args.name, "config": asdict(config),
               "code_version": code_version(module)}
+    if grid is not None:
+        record["grid_args"] = {**(grid_args or {}), "fields": list(grid.fields)}
     checkpoints = out / CHECKPOINTS
     if args.resume:
         _check_same_run(out, record)
@@ -218,7 +288,8 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
                            resume=args.resume, metadata=record,
                            tensorboard_dir=Path(args.tensorboard) if args.tensorboard else None,
                            ) as opts:
-            summary = module.run(config, work_out)
+            summary = (module.run(config, work_out) if grid is None
+                       else module.run(config, work_out, grid=grid))
     finally:
         if scratch is not None:
             scratch.cleanup()
@@ -231,6 +302,7 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
         "wall_seconds": time.perf_counter() - start,
         "resumed": bool(args.resume),
         "nonfinite": opts.nonfinite,
+        **({"grid": grid.record()} if grid is not None else {}),
     })
     if opts.nonfinite:
         io.write_json(out / "nonfinite.json", opts.nonfinite)
@@ -249,7 +321,7 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
     return 0
 
 
-def _debug_nans(module: Any, config: Any, seed: int) -> int:
+def _debug_nans(module: Any, config: Any, seed: int, grid: Any = None) -> int:
     """Re-run one seed of every sweep of the study op by op with ``jax_debug_nans``."""
     import tempfile
 
@@ -259,7 +331,10 @@ def _debug_nans(module: Any, config: Any, seed: int) -> int:
     with tempfile.TemporaryDirectory(prefix="rljax-debug-") as tmp, \
             sweep_options(debug_seed=seed, progress=False) as opts:
         try:
-            module.run(config, Path(tmp))
+            if grid is None:
+                module.run(config, Path(tmp))
+            else:
+                module.run(config, Path(tmp), grid=grid)
         except NonFiniteFound as found:
             print(f"seed {seed}, sweep {found.sweep!r}: first non-finite value from "
                   f"{found.operation!r} at {found.location}")
@@ -387,6 +462,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tensorboard", metavar="DIR",
                      help="write per-chunk aggregates across seeds to DIR (chunked studies, "
                           "those declaring SUPPORTS_TENSORBOARD = True; others exit 2)")
+    run.add_argument("--grid", action="append", metavar="KEY=V1,V2,...",
+                     help="sweep a field over these values (repeatable: the Cartesian "
+                          "product); only fields the study declares in Config.TRACED / "
+                          "Config.STRUCTURAL")
+    run.add_argument("--sample", action="append", metavar="KEY=KIND:ARGS",
+                     help="random search: KIND is loguniform:LO:HI, uniform:LO:HI, "
+                          "intuniform:LO:HI or choice:V1:V2:... (repeatable; with --samples)")
+    run.add_argument("--samples", metavar="K", help="number of sampled configurations")
+    run.add_argument("--sample-seed", dest="sample_seed", metavar="S",
+                     help="seed of the --sample draws (default 0)")
+    run.add_argument("--yes", action="store_true",
+                     help="confirm a grid of more than a million (config, seed) runs")
     run.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
 

@@ -29,6 +29,17 @@ it for seeds ``0 .. num_seeds-1``:
   went NaN/inf is listed in ``SweepResult.nonfinite`` with its first bad step (from
   ``rljax.nonfinite.NONFINITE_STEP`` in the outputs). Seeds never mix in a vmapped
   run, so the others' results are exactly what they would have been.
+* **Configurations.** ``run(num_seeds, configs=table)`` runs every (config, seed) pair
+  of a :class:`rljax.grid.ConfigTable` of traced hyperparameters: ``train(key, hparams)``
+  gets config ``c``'s row as a dict of scalars, vmapped together with the seeds in the
+  same compiled program (one per table *structure*, i.e. names and dtypes, whatever the
+  values or ``K``). Blocks are fixed over pairs (config-major: pair ``p`` is config
+  ``p // S``, seed ``first_seed + p % S``), so config ``c``, seed ``i`` is bitwise the
+  same alone, inside a grid of any size or order, and on any number of devices. Config
+  ``c``, seed ``i`` uses seed ``i``'s key (common random numbers: comparisons across
+  configs are paired); ``Sweep(..., paired=False)`` folds a number made from the
+  config's values (:meth:`rljax.grid.ConfigTable.salt`) into the key instead, still
+  independent of the config's position. Outputs are ``[K, S, ...]``.
 * **Progress.** A ``tqdm`` bar with ETA counts seeds as rounds finish (round ``r+1`` is
   dispatched before round ``r`` is fetched, so the host never idles the devices), or
   seeds x chunks for a :class:`ChunkedSweep`.
@@ -74,7 +85,8 @@ class SweepResult:
     Attributes:
       outputs: the pytree returned by ``train``, as numpy arrays with a leading seed axis
         ``[num_seeds, ...]`` (seed ``i`` in row ``i``).
-      seed_ids: ``[num_seeds]`` int64, the seed ids (``0 .. num_seeds-1``).
+      seed_ids: ``[num_seeds]`` int64, the seed ids (``first_seed .. first_seed +
+        num_seeds - 1``; ``first_seed`` is 0 unless the run asked otherwise).
       compile_seconds: time to lower and compile the block program.
       run_seconds: wall time of all rounds (excluding compilation).
       block_size: seeds per device per round.
@@ -87,6 +99,9 @@ class SweepResult:
         ``run_seconds`` covers: rounds read back on resume and, for a
         :class:`ChunkedSweep`, the first chunk (timed with compilation) are not in it.
         Throughput = total work x ``timed_fraction`` / ``run_seconds``.
+      configs: the :class:`rljax.grid.ConfigTable` run, or ``None`` for a plain seed
+        sweep. With configs, ``outputs`` are ``[K, num_seeds, ...]`` and ``nonfinite``
+        is keyed by ``(config, seed id)``.
     """
 
     outputs: Any
@@ -96,8 +111,9 @@ class SweepResult:
     block_size: int
     num_devices: int
     num_rounds: int
-    nonfinite: dict[int, int] = field(default_factory=dict)
+    nonfinite: dict[Any, int] = field(default_factory=dict)
     timed_fraction: float = 1.0
+    configs: Any = None
 
     @property
     def num_seeds(self) -> int:
@@ -105,10 +121,22 @@ class SweepResult:
         return int(self.seed_ids.shape[0])
 
     @property
+    def num_configs(self) -> int:
+        """Configurations run (1 for a plain seed sweep)."""
+        return 1 if self.configs is None else len(self.configs)
+
+    @property
     def finite(self) -> np.ndarray:
-        """``[num_seeds]`` bool: the seeds that stayed finite."""
-        mask = np.ones(self.num_seeds, bool)
-        mask[list(self.nonfinite)] = False
+        """``[num_seeds]`` bool (``[K, num_seeds]`` with configs): the runs that stayed
+        finite."""
+        first = int(self.seed_ids[0]) if self.num_seeds else 0
+        if self.configs is None:
+            mask = np.ones(self.num_seeds, bool)
+            mask[[s - first for s in self.nonfinite]] = False
+            return mask
+        mask = np.ones((self.num_configs, self.num_seeds), bool)
+        for c, seed in self.nonfinite:
+            mask[c, seed - first] = False
         return mask
 
 
@@ -137,13 +165,6 @@ def _set_blocks(sweep: Any, base_seed: int, block_size: int,
     mesh = Mesh(np.asarray(sweep.devices), (SEED_AXIS,))
     sweep.sharding = NamedSharding(mesh, PartitionSpec(SEED_AXIS))
     sweep.round_size = sweep.block_size * len(sweep.devices)
-
-
-def _round_ids(sweep: Any, first_seed: int) -> jax.Array:
-    """Seed ids ``first_seed .. first_seed + round_size - 1`` (int32), a global array
-    sharded over the sweep's seed mesh."""
-    ids = np.arange(first_seed, first_seed + sweep.round_size, dtype=np.int32)
-    return global_array(ids, sweep.sharding)
 
 
 class NonFiniteFound(RuntimeError):
@@ -184,14 +205,18 @@ def _run_debug_seed(name: str, seed: int, run_one: Callable[[], Any]) -> Any:
             raise NonFiniteFound(name, seed, err) from None
 
 
-def _debug_result(outputs: Any, num_seeds: int, block_size: int) -> SweepResult:
-    """A :class:`SweepResult` whose every row is the one debugged seed's outputs (so the
+def _debug_result(outputs: Any, pairs: Any, block_size: int) -> SweepResult:
+    """A :class:`SweepResult` whose every row is the one debugged run's outputs (so the
     study can go on to its next sweep)."""
+    lead = ((pairs.num_seeds,) if pairs.table is None
+            else (pairs.num_configs, pairs.num_seeds))
     tiled = jax.tree_util.tree_map(
-        lambda x: np.broadcast_to(np.asarray(x)[None], (num_seeds, *np.shape(x))), outputs)
-    return SweepResult(outputs=tiled, seed_ids=np.arange(num_seeds, dtype=np.int64),
+        lambda x: np.broadcast_to(np.asarray(x), (*lead, *np.shape(x))), outputs)
+    return SweepResult(outputs=tiled,
+                       seed_ids=np.arange(pairs.first_seed, pairs.first_seed + pairs.num_seeds,
+                                          dtype=np.int64),
                        compile_seconds=0.0, run_seconds=0.0, block_size=block_size,
-                       num_devices=1, num_rounds=1)
+                       num_devices=1, num_rounds=1, configs=pairs.table)
 
 
 def _host_template(shapes: Any) -> Any:
@@ -204,14 +229,56 @@ def _host_template(shapes: Any) -> Any:
     return jax.tree_util.tree_map(leaf, shapes)
 
 
+class _Pairs:
+    """Which (config, seed) pair sits in each slot of each round (config-major).
+
+    Pair ``p`` of ``K * S`` is config ``p // S``, seed ``first_seed + p % S``; slots past
+    the last pair (the padded end of the last round) take the last config and the next
+    seed ids, and their results are dropped.
+    """
+
+    def __init__(self, num_seeds: int, first_seed: int, table: Any):
+        check_sweep_args(num_seeds, 1)
+        if (isinstance(first_seed, bool) or not isinstance(first_seed, int | np.integer)
+                or first_seed < 0 or first_seed + num_seeds > MAX_SEEDS):
+            raise ValueError(f"first_seed: must be an integer >= 0 with first_seed + seeds <= "
+                             f"{MAX_SEEDS}, got {first_seed!r}")
+        if table is not None and len(table) < 1:
+            raise ValueError("configs: need at least one configuration, got none")
+        self.num_seeds, self.first_seed, self.table = int(num_seeds), int(first_seed), table
+        self.num_configs = 1 if table is None else len(table)
+        self.total = self.num_configs * self.num_seeds
+
+    def slots(self, first: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(seed ids int32 [size], config ids int64 [size])`` of slots ``first ..``."""
+        p = np.arange(first, first + size, dtype=np.int64)
+        config = np.minimum(p // self.num_seeds, self.num_configs - 1)
+        offset = np.where(p < self.total, p % self.num_seeds, self.num_seeds + p - self.total)
+        return (self.first_seed + offset).astype(np.int32), config
+
+    def label(self, p: int) -> Any:
+        """The pair's name in ``nonfinite``: seed id, or ``(config, seed id)``."""
+        seed = self.first_seed + p % self.num_seeds
+        return seed if self.table is None else (int(p // self.num_seeds), int(seed))
+
+    def record(self) -> dict[str, Any]:
+        """What a checkpoint of this layout must match on resume."""
+        rec: dict[str, Any] = {"first_seed": self.first_seed}
+        if self.table is not None:
+            rec["configs"] = self.table.to_lists()
+            rec["num_configs"] = self.num_configs
+        return rec
+
+
 class _Setup:
     """What a sweep's ``run`` resolves from its arguments and :mod:`rljax.runtime`."""
 
-    def __init__(self, sweep: Any, num_seeds: int, desc: str | None, progress: bool | None,
+    def __init__(self, sweep: Any, pairs: _Pairs, desc: str | None, progress: bool | None,
                  checkpointer: Any, resume: bool | None, checkpoint_every: int | None):
-        check_sweep_args(num_seeds, sweep.block_size)
+        check_sweep_args(pairs.num_seeds, sweep.block_size)
         opts = current_options()
         self.opts = opts
+        self.pairs = pairs
         self.name = opts.next_name(desc) if in_context() else (desc or "sweep")
         self.progress = opts.progress if progress is None else progress
         self.resume = opts.resume if resume is None else bool(resume)
@@ -223,7 +290,8 @@ class _Setup:
             meta = {**opts.metadata, "sweep": {"name": self.name,
                                                "base_seed": sweep.base_seed,
                                                "block_size": sweep.block_size,
-                                               "round_size": sweep.round_size}}
+                                               "round_size": sweep.round_size,
+                                               **pairs.record()}}
             checkpointer = Checkpointer(opts.checkpoint_dir / self.name, metadata=meta)
         if self.resume and checkpointer is None:
             raise ValueError("resume: needs a checkpointer (or a checkpoint_dir in "
@@ -242,28 +310,36 @@ class _Setup:
             from rljax.checkpoint import Checkpointer
 
             self.rounds = Checkpointer(Path(checkpointer.directory) / "rounds",
-                                       metadata=checkpointer.metadata, keep=2**31 - 1)
-        self.num_rounds = math.ceil(num_seeds / sweep.round_size)
-        self.num_seeds = num_seeds
+                                       metadata={**checkpointer.metadata,
+                                                 "pairs": pairs.record()},
+                                       keep=2**31 - 1)
+        self.num_rounds = math.ceil(pairs.total / sweep.round_size)
+        self.num_seeds = pairs.num_seeds
         self.round_size = sweep.round_size
-        self.nonfinite: dict[int, int] = {}
+        self.nonfinite: dict[Any, int] = {}
 
     def finished_rounds(self) -> set[int]:
         return set(self.rounds.steps()) if (self.resume and self.rounds is not None) else set()
 
     def seeds_in(self, r: int) -> int:
-        return max(0, min(self.num_seeds, (r + 1) * self.round_size) - r * self.round_size)
+        """Real (config, seed) pairs in round ``r`` (the padding excluded)."""
+        return max(0, min(self.pairs.total, (r + 1) * self.round_size) - r * self.round_size)
 
     def finish_round(self, r: int, host: Any, *, save: bool, flag_source: Any = None) -> None:
-        """Save round ``r``'s host outputs (process 0) and flag its non-finite seeds."""
+        """Save round ``r``'s host outputs (process 0) and flag its non-finite pairs."""
         if save and self.rounds is not None and is_primary():
             self.rounds.save(r, host)
         ids = np.arange(r * self.round_size, (r + 1) * self.round_size)
         flagged = nonfinite_seeds(host if flag_source is None else flag_source, ids)
-        for seed, step in flagged.items():
-            if seed < self.num_seeds:
-                self.nonfinite[seed] = step
-                self.opts.nonfinite.append({"sweep": self.name, "seed": seed, "step": step})
+        for p, step in flagged.items():
+            if p < self.pairs.total:
+                label = self.pairs.label(p)
+                self.nonfinite[label] = step
+                record = {"sweep": self.name, "seed": label, "step": step}
+                if isinstance(label, tuple):
+                    record = {"sweep": self.name, "config": label[0], "seed": label[1],
+                              "step": step}
+                self.opts.nonfinite.append(record)
 
     def bar(self, total: int, unit: str) -> Any:
         disable = True if not is_primary() else _progress_disabled(self.progress)
@@ -276,11 +352,18 @@ class _Setup:
 
     def result(self, host_rounds: list[Any], sweep: Any, compile_seconds: float,
                run_seconds: float, timed_fraction: float) -> SweepResult:
-        outputs = jax.tree_util.tree_map(
-            lambda *xs: np.concatenate(xs, axis=0)[:self.num_seeds], *host_rounds)
+        pairs = self.pairs
+
+        def gather(*xs):
+            x = np.concatenate(xs, axis=0)[:pairs.total]
+            if pairs.table is None:
+                return x
+            return x.reshape(pairs.num_configs, pairs.num_seeds, *x.shape[1:])
+
         return SweepResult(
-            outputs=outputs,
-            seed_ids=np.arange(self.num_seeds, dtype=np.int64),
+            outputs=jax.tree_util.tree_map(gather, *host_rounds),
+            seed_ids=np.arange(pairs.first_seed, pairs.first_seed + pairs.num_seeds,
+                               dtype=np.int64),
             compile_seconds=compile_seconds,
             run_seconds=run_seconds,
             block_size=sweep.block_size,
@@ -288,7 +371,20 @@ class _Setup:
             num_rounds=self.num_rounds,
             nonfinite=dict(sorted(self.nonfinite.items())),
             timed_fraction=timed_fraction,
+            configs=pairs.table,
         )
+
+
+def _keys(base_key: PRNGKey, seed_ids: jax.Array, salts: jax.Array | None) -> PRNGKey:
+    """``[R]`` keys: ``fold_in(base_key, seed_id)``, then ``fold_in(., salt)`` if salted."""
+    keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, seed_ids)
+    if salts is not None:
+        keys = jax.vmap(jax.random.fold_in)(keys, salts)
+    return keys
+
+
+def _salts(table: Any, config_ids: np.ndarray) -> np.ndarray:
+    return np.asarray([table.salt(int(c)) for c in config_ids], np.int32)
 
 
 class Sweep:
@@ -300,70 +396,141 @@ class Sweep:
         sweep = Sweep(train, block_size=1024)
         result = sweep.run(4096)          # outputs [4096, ...]
 
+    With a configuration axis, ``train(key, hparams)`` reads its traced hyperparameters
+    from ``hparams`` (a dict of scalars) and every (config, seed) pair runs in the same
+    compiled program::
+
+        table = ConfigTable.from_rows([{"lr": 0.1}, {"lr": 0.3}])
+        result = Sweep(train, block_size=256).run(64, configs=table)  # outputs [2, 64, ...]
+
     Args:
-      train: one seed's run, ``train(key) -> pytree of arrays``; written for one seed.
-        If it returns a dict with ``rljax.nonfinite.NONFINITE_STEP``, a seed whose value
-        is ``>= 0`` is flagged with that step in ``SweepResult.nonfinite``; otherwise a
-        seed is flagged (step -1) where any float output is NaN/inf.
+      train: one seed's run, ``train(key) -> pytree of arrays`` (``train(key, hparams)``
+        when run with ``configs``); written for one seed. If it returns a dict with
+        ``rljax.nonfinite.NONFINITE_STEP``, a run whose value is ``>= 0`` is flagged with
+        that step in ``SweepResult.nonfinite``; otherwise a run is flagged (step -1) where
+        any float output is NaN/inf.
       base_seed: the sweep's base seed; seed ``i``'s key is ``seed_key(base_seed, i)``.
-      block_size: seeds per device per round; fixes the compiled program (and so the
-        bits of every result).
-      devices: devices to shard the seed axis over (default: all devices of all
+      block_size: (config, seed) pairs per device per round; fixes the compiled program
+        (and so the bits of every result).
+      devices: devices to shard the pair axis over (default: all devices of all
         processes, ``jax.devices()``).
+      paired: with configs, whether config ``c``, seed ``i`` uses seed ``i``'s key
+        (``True``: common random numbers, comparisons across configs are paired) or a key
+        decorrelated by the config's values (``False``).
     """
 
     def __init__(
         self,
-        train: Callable[[PRNGKey], Any],
+        train: Callable[..., Any],
         *,
         base_seed: int = 0,
         block_size: int = DEFAULT_BLOCK_SIZE,
         devices: Sequence[jax.Device] | None = None,
+        paired: bool = True,
     ):
         self.train = train
+        self.paired = bool(paired)
         _set_blocks(self, base_seed, block_size, devices)
-        base_key = jax.random.key(self.base_seed)
-
-        def train_block(seed_ids):
-            keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, seed_ids)
-            return jax.vmap(train)(keys)
-
-        self._jitted = jax.jit(train_block, in_shardings=self.sharding,
-                               out_shardings=self.sharding)
+        self._base_key = jax.random.key(self.base_seed)
         self._ids_shape = jax.ShapeDtypeStruct((self.round_size,), jnp.int32,
                                                sharding=self.sharding)
-        self._compiled = None
+        self._programs: dict[Any, dict[str, Any]] = {}
         self.compile_seconds: float | None = None
 
-    def compile(self) -> float:
-        """Lower and compile the per-round program (once); returns the seconds it took."""
-        if self._compiled is None:
-            start = time.perf_counter()
-            self._compiled = self._jitted.lower(self._ids_shape).compile()
-            self.compile_seconds = time.perf_counter() - start
-        return float(self.compile_seconds)
+    def _program(self, table: Any) -> dict[str, Any]:
+        """The jitted block program for ``table``'s structure (``None``: no configs)."""
+        structure = None if table is None else table.structure()
+        if structure in self._programs:
+            return self._programs[structure]
+        base_key, train = self._base_key, self.train
+        shard = dict(out_shardings=self.sharding)
+        if table is None:
+            def block(seed_ids):
+                return jax.vmap(train)(_keys(base_key, seed_ids, None))
 
-    def run_round(self, first_seed: int) -> Any:
-        """Dispatch one round: seeds ``first_seed .. first_seed + round_size - 1``.
+            jitted = jax.jit(block, in_shardings=self.sharding, **shard)
+            args = (self._ids_shape,)
+        else:
+            hp_shape = {name: jax.ShapeDtypeStruct((self.round_size,), dtype,
+                                                   sharding=self.sharding)
+                        for name, dtype in structure}
+            if self.paired:
+                def block(seed_ids, hparams):
+                    return jax.vmap(train)(_keys(base_key, seed_ids, None), hparams)
+
+                args = (self._ids_shape, hp_shape)
+            else:
+                def block(seed_ids, hparams, salts):
+                    return jax.vmap(train)(_keys(base_key, seed_ids, salts), hparams)
+
+                args = (self._ids_shape, hp_shape, self._ids_shape)
+            jitted = jax.jit(block, in_shardings=self.sharding, **shard)
+        program = {"jitted": jitted, "args": args, "compiled": None, "seconds": None}
+        self._programs[structure] = program
+        return program
+
+    @property
+    def _compiled(self) -> Any:
+        """The compiled program of a plain seed sweep (after :meth:`compile`)."""
+        return self._programs.get(None, {}).get("compiled")
+
+    @property
+    def _jitted(self) -> Any:
+        return self._program(None)["jitted"]
+
+    def compile(self, configs: Any = None) -> float:
+        """Lower and compile the per-round program for ``configs``' structure (once per
+        structure); returns the seconds it took."""
+        program = self._program(configs)
+        if program["compiled"] is None:
+            start = time.perf_counter()
+            program["compiled"] = program["jitted"].lower(*program["args"]).compile()
+            program["seconds"] = time.perf_counter() - start
+            self.compile_seconds = program["seconds"]
+        return float(program["seconds"])
+
+    def _round_inputs(self, pairs: _Pairs, first: int) -> tuple[Any, ...]:
+        seed_ids, config_ids = pairs.slots(first, self.round_size)
+        args = [global_array(seed_ids, self.sharding)]
+        if pairs.table is not None:
+            args.append({name: global_array(v, self.sharding)
+                         for name, v in pairs.table.take(config_ids).items()})
+            if not self.paired:
+                args.append(global_array(_salts(pairs.table, config_ids), self.sharding))
+        return tuple(args)
+
+    def run_round(self, first_seed: int, configs: Any = None,
+                  pairs: _Pairs | None = None) -> Any:
+        """Dispatch one round: slots ``first_seed .. first_seed + round_size - 1`` (seed
+        ids of a plain sweep; pair indices with ``pairs``).
 
         Returns the (asynchronous, device-resident) outputs ``[round_size, ...]``.
         """
-        self.compile()
-        return self._compiled(_round_ids(self, first_seed))
+        if pairs is None:
+            pairs = _Pairs(MAX_SEEDS - self.round_size, 0, configs)
+        self.compile(pairs.table)
+        program = self._program(pairs.table)
+        return program["compiled"](*self._round_inputs(pairs, first_seed))
 
     def run(
         self,
         num_seeds: int,
         *,
+        configs: Any = None,
+        first_seed: int = 0,
         checkpointer: Any = None,
         resume: bool | None = None,
         progress: bool | None = None,
         desc: str | None = None,
     ) -> SweepResult:
-        """Run seeds ``0 .. num_seeds-1``; returns a :class:`SweepResult` (numpy outputs).
+        """Run seeds ``first_seed .. first_seed + num_seeds - 1`` (of every config).
 
         Args:
           num_seeds: how many seeds (>= 1).
+          configs: a :class:`rljax.grid.ConfigTable` of ``K`` configurations; ``train``
+            is then called as ``train(key, hparams)`` and outputs are ``[K, S, ...]``.
+          first_seed: the first seed id (e.g. evaluation seeds after the tuning seeds);
+            seed ``i``'s key depends on ``i`` alone, never on ``first_seed``.
           checkpointer: a :class:`rljax.checkpoint.Checkpointer`; each finished round's
             outputs are saved under its ``rounds/`` (default: from
             :func:`rljax.runtime.sweep_options`, else none).
@@ -373,28 +540,40 @@ class Sweep:
             on a terminal).
           desc: the sweep's name (progress label and checkpoint directory).
         """
-        setup = _Setup(self, num_seeds, desc, progress, checkpointer, resume, None)
+        pairs = _Pairs(num_seeds, first_seed, configs)
+        setup = _Setup(self, pairs, desc, progress, checkpointer, resume, None)
         if setup.debug_seed is not None:
             seed = _check_debug_seed(setup.debug_seed, num_seeds)
-            out = _run_debug_seed(setup.name, seed,
-                                  lambda: self.train(seed_key(self.base_seed, seed)))
-            return _debug_result(out, num_seeds, self.block_size)
-        compile_seconds = self.compile()
+            seed_id = first_seed + seed
+            if configs is None:
+                out = _run_debug_seed(setup.name, seed,
+                                      lambda: self.train(seed_key(self.base_seed, seed_id)))
+            else:
+                key = seed_key(self.base_seed, seed_id)
+                if not self.paired:
+                    key = jax.random.fold_in(key, configs.salt(0))
+                hp = {k: jnp.asarray(v) for k, v in configs.take(np.zeros(1, int)).items()}
+                hp = {k: v[0] for k, v in hp.items()}
+                out = _run_debug_seed(setup.name, seed, lambda: self.train(key, hp))
+            return _debug_result(out, pairs, self.block_size)
+        compile_seconds = self.compile(configs)
+        program = self._program(configs)
         done = setup.finished_rounds()
         template = None
-        bar = setup.bar(num_seeds, "seed")
+        bar = setup.bar(pairs.total, "seed" if configs is None else "run")
         start = time.perf_counter()
         host_rounds: list[Any] = [None] * setup.num_rounds
         pending = None
         for r in range(setup.num_rounds):
             if r in done:
                 if template is None:
-                    template = _host_template(jax.eval_shape(self._jitted, self._ids_shape))
+                    template = _host_template(jax.eval_shape(program["jitted"],
+                                                             *program["args"]))
                 host_rounds[r] = setup.rounds.restore(template, r)
                 setup.finish_round(r, host_rounds[r], save=False)
                 bar.update(setup.seeds_in(r))
                 continue
-            out = self.run_round(r * self.round_size)
+            out = program["compiled"](*self._round_inputs(pairs, r * self.round_size))
             if pending is not None:
                 self._collect(setup, bar, host_rounds, *pending)
             pending = (r, out)
@@ -404,7 +583,7 @@ class Sweep:
         bar.close()
         computed = sum(setup.seeds_in(r) for r in range(setup.num_rounds) if r not in done)
         return setup.result(host_rounds, self, compile_seconds, run_seconds,
-                            computed / num_seeds)
+                            computed / pairs.total)
 
     @staticmethod
     def _collect(setup: _Setup, bar: Any, host_rounds: list[Any], r: int, out: Any) -> None:
@@ -468,7 +647,11 @@ class ChunkedSweep:
       finish: ``finish(state) -> outputs``; a dict with
         ``rljax.nonfinite.NONFINITE_STEP`` flags seeds with their first bad step.
       num_chunks: chunks per run (>= 1).
-      base_seed, block_size, devices: as for :class:`Sweep`.
+      base_seed, block_size, devices, paired: as for :class:`Sweep`.
+
+    Run with ``configs`` (a :class:`rljax.grid.ConfigTable`), the three functions take
+    the pair's traced hyperparameters as a second argument: ``init(key, hparams)``,
+    ``advance(state, hparams)``, ``finish(state, hparams)``.
     """
 
     def __init__(
@@ -481,41 +664,76 @@ class ChunkedSweep:
         base_seed: int = 0,
         block_size: int = DEFAULT_BLOCK_SIZE,
         devices: Sequence[jax.Device] | None = None,
+        paired: bool = True,
     ):
         if isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1:
             raise ValueError(f"num_chunks: must be an integer >= 1, got {num_chunks!r}")
         self.num_chunks = num_chunks
         self.init, self.advance, self.finish = init, advance, finish
+        self.paired = bool(paired)
         _set_blocks(self, base_seed, block_size, devices)
-        base_key = jax.random.key(base_seed)
-
-        def init_block(seed_ids):
-            keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(base_key, seed_ids)
-            return jax.vmap(init)(keys)
-
-        shard = dict(out_shardings=self.sharding)
-        self._init = jax.jit(init_block, in_shardings=self.sharding, **shard)
-        self._advance = jax.jit(jax.vmap(advance), in_shardings=self.sharding, **shard)
-        self._finish = jax.jit(jax.vmap(finish), in_shardings=self.sharding, **shard)
+        self._base_key = jax.random.key(base_seed)
+        self._programs: dict[Any, tuple[Any, Any, Any]] = {}
         self.compile_seconds = 0.0
 
-    def _ids(self, r: int) -> jax.Array:
-        return _round_ids(self, r * self.round_size)
+    def _program(self, table: Any) -> tuple[Any, Any, Any]:
+        """Jitted ``(init, advance, finish)`` block programs for ``table``'s structure.
+
+        Each takes the round's inputs ``(seed ids [R], hparams, salts)`` (the last two
+        ``None`` without configs / when paired) after its own first argument.
+        """
+        structure = None if table is None else table.structure()
+        if structure in self._programs:
+            return self._programs[structure]
+        base_key = self._base_key
+        init, advance, finish = self.init, self.advance, self.finish
+        with_hp = table is not None
+
+        def init_block(seed_ids, hparams, salts):
+            keys = _keys(base_key, seed_ids, salts)
+            return jax.vmap(init)(keys, hparams) if with_hp else jax.vmap(init)(keys)
+
+        def advance_block(state, hparams):
+            return jax.vmap(advance)(state, hparams) if with_hp else jax.vmap(advance)(state)
+
+        def finish_block(state, hparams):
+            return jax.vmap(finish)(state, hparams) if with_hp else jax.vmap(finish)(state)
+
+        shard = dict(in_shardings=self.sharding, out_shardings=self.sharding)
+        programs = (jax.jit(init_block, **shard), jax.jit(advance_block, **shard),
+                    jax.jit(finish_block, **shard))
+        self._programs[structure] = programs
+        return programs
+
+    def _inputs(self, pairs: _Pairs, r: int) -> tuple[Any, Any, Any]:
+        """Round ``r``'s ``(seed ids, hparams, salts)`` as global arrays."""
+        seed_ids, config_ids = pairs.slots(r * self.round_size, self.round_size)
+        hparams = salts = None
+        if pairs.table is not None:
+            hparams = {name: global_array(v, self.sharding)
+                       for name, v in pairs.table.take(config_ids).items()}
+            if not self.paired:
+                salts = global_array(_salts(pairs.table, config_ids), self.sharding)
+        return global_array(seed_ids, self.sharding), hparams, salts
 
     def run(
         self,
         num_seeds: int,
         *,
+        configs: Any = None,
+        first_seed: int = 0,
         checkpointer: Any = None,
         checkpoint_every: int | None = None,
         resume: bool | None = None,
         progress: bool | None = None,
         desc: str | None = None,
     ) -> SweepResult:
-        """Run seeds ``0 .. num_seeds-1``.
+        """Run seeds ``first_seed .. first_seed + num_seeds - 1`` (of every config).
 
         Args:
           num_seeds: how many seeds (>= 1).
+          configs, first_seed: as for :meth:`Sweep.run` (outputs gain a leading config
+            axis ``[K, S, ...]``).
           checkpointer: a :class:`rljax.checkpoint.Checkpointer` (or anything with its
             ``save``/``restore``/``steps``); ``None`` takes the runtime options'
             (:func:`rljax.runtime.sweep_options`), else saves nothing. Its directory
@@ -533,30 +751,33 @@ class ChunkedSweep:
           "final": finish's outputs [S, ...]}``; ``compile_seconds`` is the time of the
           first round's first calls (compilation included), ``run_seconds`` the rest.
         """
-        setup = _Setup(self, num_seeds, desc, progress, checkpointer, resume,
-                       checkpoint_every)
+        pairs = _Pairs(num_seeds, first_seed, configs)
+        setup = _Setup(self, pairs, desc, progress, checkpointer, resume, checkpoint_every)
         if setup.debug_seed is not None:
-            return self._debug(setup, num_seeds)
+            return self._debug(setup, pairs)
+        init_block, advance_block, finish_block = self._program(configs)
         in_round = setup.checkpointer is not None and setup.checkpoint_every is not None
         if in_round and jax.process_count() > 1:
             raise ValueError("checkpoint_every: in-round checkpoints need one process; with "
                              "several, checkpoints are taken when a round finishes")
         done_rounds = setup.finished_rounds()
-        bar = setup.bar(num_seeds * self.num_chunks, "seed-chunk")
+        bar = setup.bar(pairs.total * self.num_chunks,
+                        "seed-chunk" if configs is None else "run-chunk")
         start = time.perf_counter()
         first_call_end = None
         timed_work = 0
         host_rounds = []
         tb = _tensorboard(setup)
         for r in range(setup.num_rounds):
-            state_shape = jax.eval_shape(self._init, self._ids(r))
-            logs_shape = self._logs_shape(state_shape)
+            ids, hparams, salts = self._inputs(pairs, r)
+            state_shape = jax.eval_shape(init_block, ids, hparams, salts)
+            logs_shape = self._logs_shape(advance_block, state_shape, hparams)
             if r in done_rounds:
                 template = _host_template({
                     "logs": jax.tree_util.tree_map(
                         lambda s: jax.ShapeDtypeStruct((s.shape[1], s.shape[0], *s.shape[2:]),
                                                        s.dtype), logs_shape),
-                    "final": jax.eval_shape(self._finish, state_shape)})
+                    "final": jax.eval_shape(finish_block, state_shape, hparams)})
                 round_out = setup.rounds.restore(template, r)
                 setup.finish_round(r, round_out, save=False, flag_source=_flag_source(round_out))
                 host_rounds.append(round_out)
@@ -573,12 +794,12 @@ class ChunkedSweep:
                     logs = restored["logs"]
                     done = max(saved) % (self.num_chunks + 1)
             if state is None:
-                state = self._init(self._ids(r))
+                state = init_block(ids, hparams, salts)
             if logs is None:
                 logs = _host_template(logs_shape)
             bar.update(setup.seeds_in(r) * done)
             for c in range(done, self.num_chunks):
-                state, chunk_logs = self._advance(state)
+                state, chunk_logs = advance_block(state, hparams)
                 chunk_logs = to_host(chunk_logs)
                 logs = jax.tree_util.tree_map(lambda buf, x, c=c: _set_row(buf, c, x), logs,
                                               chunk_logs)
@@ -592,7 +813,7 @@ class ChunkedSweep:
                 if in_round and (c + 1) % setup.checkpoint_every == 0 and c + 1 < self.num_chunks:
                     setup.checkpointer.save(r * (self.num_chunks + 1) + c + 1,
                                             {"state": state, "logs": logs})
-            final = to_host(self._finish(state))
+            final = to_host(finish_block(state, hparams))
             round_out = {"logs": jax.tree_util.tree_map(lambda x: np.swapaxes(x, 0, 1), logs),
                          "final": final}
             setup.finish_round(r, round_out, save=True, flag_source=_flag_source(round_out))
@@ -603,35 +824,50 @@ class ChunkedSweep:
         end = time.perf_counter()
         first_call_end = end if first_call_end is None else first_call_end
         result = setup.result(host_rounds, self, first_call_end - start, end - first_call_end,
-                              timed_work / (num_seeds * self.num_chunks))
+                              timed_work / (pairs.total * self.num_chunks))
         if tb is not None:
             if setup.num_rounds > 1:
                 for c in range(self.num_chunks):
-                    tb.write_chunk(c, jax.tree_util.tree_map(lambda x, c=c: x[:, c],
-                                                             result.outputs["logs"]), num_seeds)
+                    tb.write_chunk(c, jax.tree_util.tree_map(
+                        lambda x, c=c: _chunk_column(x, c, configs is not None),
+                        result.outputs["logs"]), pairs.total)
             tb.close()
         return result
 
-    def _debug(self, setup: _Setup, num_seeds: int) -> SweepResult:
-        seed = _check_debug_seed(setup.debug_seed, num_seeds)
+    def _debug(self, setup: _Setup, pairs: _Pairs) -> SweepResult:
+        seed = _check_debug_seed(setup.debug_seed, pairs.num_seeds)
+        key = seed_key(self.base_seed, pairs.first_seed + seed)
+        extra: tuple[Any, ...] = ()
+        if pairs.table is not None:
+            if not self.paired:
+                key = jax.random.fold_in(key, pairs.table.salt(0))
+            extra = ({k: jnp.asarray(v) for k, v in pairs.table.row(0).items()},)
 
         def run_one():
-            state = self.init(seed_key(self.base_seed, seed))
+            state = self.init(key, *extra)
             chunks = []
             for _ in range(self.num_chunks):
-                state, logs = self.advance(state)
+                state, logs = self.advance(state, *extra)
                 chunks.append(logs)
             logs = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *chunks)
-            return {"logs": logs, "final": self.finish(state)}
+            return {"logs": logs, "final": self.finish(state, *extra)}
 
-        return _debug_result(_run_debug_seed(setup.name, seed, run_one), num_seeds,
+        return _debug_result(_run_debug_seed(setup.name, seed, run_one), pairs,
                              self.block_size)
 
-    def _logs_shape(self, state_shape: Any) -> Any:
+    def _logs_shape(self, advance_block: Any, state_shape: Any, hparams: Any) -> Any:
         """``[num_chunks, round_size, ...]`` shapes of the logs buffer."""
-        _, logs = jax.eval_shape(self._advance, state_shape)
+        _, logs = jax.eval_shape(advance_block, state_shape, hparams)
         return jax.tree_util.tree_map(
             lambda s: jax.ShapeDtypeStruct((self.num_chunks, *s.shape), s.dtype), logs)
+
+
+def _chunk_column(logs: np.ndarray, chunk: int, with_configs: bool) -> np.ndarray:
+    """Chunk ``chunk``'s logs of every run: ``[runs, ...]`` from ``[S, C, ...]`` (or
+    ``[K, S, C, ...]`` with configs, runs flattened config-major)."""
+    if with_configs:
+        logs = logs.reshape(-1, *logs.shape[2:])
+    return logs[:, chunk]
 
 
 def _flag_source(round_out: dict[str, Any]) -> Any:
