@@ -40,7 +40,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -81,10 +81,20 @@ BOOTSTRAP_METHODS = ("percentile", "basic", "bca")
 BANK_STREAM = int.from_bytes(b"bank", "big")
 
 
+#: Numeric fields the trainer reads from ``hparams`` (one program runs any value).
+TRACED = ("learning_rate", "gdro_step_size", "price_step_size")
+
+
 @dataclass(frozen=True)
 class Config:
     """The study's knobs (``rljax run gdro --set name=value``)."""
 
+    TRACED: ClassVar[tuple[str, ...]] = TRACED
+    STRUCTURAL: ClassVar[tuple[str, ...]] = ("method",)
+
+    method: str = "all"  # or one of METHODS
+    lr_grid: str = "0.5,1,2,4,8,16,32,64"
+    tuning_seeds: int = 64
     seeds: int = 256
     block_size: int = 256
     base_seed: int = 0
@@ -138,7 +148,7 @@ class Config:
                               f"{self.n_max}] (Rollout-GDRO's mean rollouts per prompt), "
                               f"got {self.group_size}")
         try:
-            build_methods(self, None)  # p0 is unused; no array of num_prompts here
+            build_methods(self)
         except ValueError as err:
             message = str(err)
             if message.startswith("hysteresis:"):  # the classifier's fixed band at each edge
@@ -148,19 +158,25 @@ class Config:
             raise ConfigError(message) from None
 
 
-def build_methods(config: Config, p0: Any) -> dict[str, Any]:
-    """The four samplers (raises ValueError naming a bad field when built)."""
-    del p0
+def build_methods(config: Config, hparams: Any = None) -> dict[str, Any]:
+    """The four samplers (raises ValueError naming a bad field when built).
+
+    Args:
+      config: the study's config (structural fields).
+      hparams: ``{"gdro_step_size", "price_step_size"}`` scalars (traced inside
+        ``train``), or None for the config's own values (validation).
+    """
+    hp = {f: getattr(config, f) for f in TRACED} if hparams is None else hparams
     classifier = DifficultyClassifier(config.num_prompts, bin_edges=config.edges(),
                                       window=config.window)
     m, g = config.prompts_per_step, config.group_size
     return {
         "uniform": uniform_sampler(classifier, m, g),
         "dynamic": dynamic_sampler(classifier, m, g, oversample=config.oversample),
-        "prompt_gdro": prompt_gdro_sampler(classifier, m, g, step_size=config.gdro_step_size),
+        "prompt_gdro": prompt_gdro_sampler(classifier, m, g, step_size=hp["gdro_step_size"]),
         "rollout_gdro": rollout_gdro_sampler(classifier, m, n_min=config.n_min,
                                              n_max=config.n_max, budget=float(g),
-                                             price_step_size=config.price_step_size),
+                                             price_step_size=hp["price_step_size"]),
     }
 
 
@@ -206,26 +222,55 @@ def bank_key(config: Config, key: jax.Array) -> jax.Array:
     return jax.random.fold_in(key, BANK_STREAM)
 
 
-def make_train(config: Config, method: str):
-    """``train(key) -> outputs`` of one seed for ``method`` (module docstring)."""
+def traced_sgd(params: Any, grads: Any, learning_rate: jax.Array) -> Any:
+    """One plain SGD step with a (possibly traced) learning rate.
+
+    ``params <- params + (-learning_rate) * grads`` per leaf: ``optax.sgd(learning_rate)``
+    without momentum (``scale_by_learning_rate`` then ``apply_updates``), written with the
+    rate as an argument so one compiled program runs any rate (bitwise the same result as
+    ``optax.sgd`` for the same float32 rate; tests/test_gdro_study.py).
+
+    Args:
+      params: a pytree of float arrays.
+      grads: the same structure and shapes as ``params``.
+      learning_rate: a scalar (Python float or a traced float32 array).
+
+    Returns:
+      The updated ``params``.
+    """
+    updates = jax.tree_util.tree_map(lambda g: -learning_rate * g, grads)
+    return optax.apply_updates(params, updates)
+
+
+def make_train(config: Config):
+    """``train(key, hparams) -> outputs`` of one seed for ``config.method`` (module docstring).
+
+    ``config.method`` (structural) picks the sampler; the traced fields
+    (``Config.TRACED``: learning rate, Prompt-GDRO and Rollout-GDRO step sizes) are read
+    from ``hparams`` (a dict of scalars), never from ``config``, so one compiled program
+    runs every rate.
+    """
+    method = config.method
+    if method not in METHODS:
+        raise ConfigError(f"method: make_train needs one of {', '.join(METHODS)}, got "
+                          f"{method!r}")
     bank = PromptBank(num_prompts=config.num_prompts, num_answers=config.num_answers)
-    sampler = build_methods(config, None)[method]
     budget = config.budget
     num_steps = math.ceil(config.budget_steps * 1.25)
-    optimizer = optax.sgd(config.learning_rate)
 
     def apply(policy, obs):
         return policy["logits"][obs]
 
-    def train(key):
+    def train(key, hparams):
+        sampler = build_methods(config, hparams)[method]
+        learning_rate = hparams["learning_rate"]
         params = bank.sample_params(bank_key(config, key))
         hard = params.p0 < config.hard_p0
         policy = {"logits": params.prior_logits}
-        opt_state = optimizer.init(policy)
         state = sampler.init(None)
 
         def step(carry, step_key):
-            policy, opt_state, state, used = carry
+            policy, state, used = carry
             select_key, answer_key = jax.random.split(step_key)
             selection = sampler.select(state, select_key)
             ids, mask = selection.prompt_ids, selection.mask
@@ -243,20 +288,16 @@ def make_train(config: Config, method: str):
             active = used + cost <= budget
             train_mask = train_mask & active
             advantages = masked_group_advantages(rewards, train_mask)
+            old = jax.nn.log_softmax(logits, axis=-1)
             batch = GroupBatch(
                 obs=jnp.broadcast_to(ids[:, None, None], (*mask.shape, 1)),
                 actions=answers[..., None], mask=train_mask[..., None].astype(jnp.float32),
-                rewards=rewards, old_log_probs=jnp.zeros((*mask.shape, 1)),
+                rewards=rewards,
+                old_log_probs=jnp.take_along_axis(old, answers, axis=-1)[..., None],
                 ref_log_probs=jnp.zeros((*mask.shape, 1)), advantages=advantages[..., None])
-            old = jax.nn.log_softmax(logits, axis=-1)
-            batch = batch.replace(old_log_probs=jnp.take_along_axis(
-                old, answers, axis=-1)[..., None])
             grads, _, _ = transform(mask.shape[1]).update(policy, (), batch)
-            updates, new_opt = optimizer.update(grads, opt_state, policy)
             policy = jax.tree_util.tree_map(lambda new, old: jnp.where(active, new, old),
-                                            optax.apply_updates(policy, updates), policy)
-            opt_state = jax.tree_util.tree_map(lambda new, old: jnp.where(active, new, old),
-                                               new_opt, opt_state)
+                                            traced_sgd(policy, grads, learning_rate), policy)
             new_state, info = sampler.update(state, selection, rewards)
             state = jax.tree_util.tree_map(lambda new, old: jnp.where(active, new, old),
                                            new_state, state)
@@ -268,11 +309,10 @@ def make_train(config: Config, method: str):
             for name in ("bin_weights", "bin_rollouts"):
                 if name in info:
                     log[name] = jnp.where(active, info[name], jnp.nan)
-            return (policy, opt_state, state, used + jnp.where(active, cost, 0)), log
+            return (policy, state, used + jnp.where(active, cost, 0)), log
 
-        carry = (policy, opt_state, state, jnp.zeros((), jnp.int32))
-        (policy, _, _, used), logs = jax.lax.scan(step, carry,
-                                                  jax.random.split(key, num_steps))
+        carry = (policy, state, jnp.zeros((), jnp.int32))
+        (policy, _, used), logs = jax.lax.scan(step, carry, jax.random.split(key, num_steps))
         p = bank.success_probability(params, policy["logits"])
         passk = 1.0 - (1.0 - p) ** config.pass_k
         return {

@@ -22,15 +22,27 @@ order-statistic interval (distribution-free, so it stays honest with ties and ``
 where a percentile bootstrap of the median can exclude both tied neighbours of the
 sample median); the final success rates use the method it recommends for a mean at n.
 The report states each method's measured coverage.
+
+On the config axis (``rljax run orm-vs-prm --grid learning_rate=0.05,0.1,0.3``):
+``learning_rate``, ``baseline_init`` and ``baseline_rate`` are traced (``train(key,
+hparams)`` reads them, so every value runs in one compiled program per reward mode);
+``baseline`` and ``chain_length`` are structural (one program per value). ``episodes``
+fixes the length of every result and ``window`` / ``threshold`` only enter the analysis,
+so none of them can be swept in one run. A plain run is a one-row table of the traced
+values, so ``--set learning_rate=x`` is bitwise the config ``learning_rate=x`` of any grid
+(same block size). A grid run's ``results.parquet`` gains ``config`` and one column per
+swept field, and ``summary.json`` holds the headline figures per configuration
+(``configs``) instead of at its top level; a grid run draws no plots.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import numpy as np
@@ -41,9 +53,11 @@ from rljax import io, stats
 from rljax.advantages import BASELINES
 from rljax.config import ConfigError, require_choice, require_float, require_int
 from rljax.envs import REWARD_MODES
+from rljax.grid import Grid, grid_columns, run_grid, single_grid
+from rljax.nonfinite import NONFINITE_STEP
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
-from rljax.sweep import DEFAULT_BLOCK_SIZE, Sweep
+from rljax.sweep import DEFAULT_BLOCK_SIZE
 
 NAME = "orm-vs-prm"
 DESCRIPTION = "Outcome vs process rewards on a 5-step chain: episodes to 50 % success (REINFORCE)"
@@ -53,6 +67,8 @@ DESCRIPTION = "Outcome vs process rewards on a 5-step chain: episodes to 50 % su
 class Config:
     """Configuration of the study (every field settable with ``--set key=value``)."""
 
+    TRACED: ClassVar[tuple[str, ...]] = ("learning_rate", "baseline_init", "baseline_rate")
+    STRUCTURAL: ClassVar[tuple[str, ...]] = ("baseline", "chain_length")
     seeds: int = 4096
     block_size: int = DEFAULT_BLOCK_SIZE
     base_seed: int = 0
@@ -200,66 +216,123 @@ def _finite_or_none(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def make_train(config: Config, mode: str) -> Callable[..., dict[str, jax.Array]]:
+    """One seed's training for reward ``mode``: ``train(key, hparams) -> {"success": bool
+    [episodes], NONFINITE_STEP: int32 []}``.
+
+    ``hparams`` holds the traced fields (``Config.TRACED``: ``learning_rate``,
+    ``baseline_init``, ``baseline_rate``, scalars); they are read from it, never from
+    ``config``, so one compiled program runs any of their values. ``config`` supplies the
+    structural fields (``baseline``, ``chain_length``) and ``episodes``. The run is
+    :func:`experiments.chain_training.make_chain_train`'s (its final logits dropped, so
+    configurations of different chain lengths have outputs of one shape).
+    """
+
+    def train(key: jax.Array, hparams: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        out = make_chain_train(
+            mode=mode,
+            chain_length=config.chain_length,
+            episodes=config.episodes,
+            learning_rate=hparams["learning_rate"],
+            baseline=config.baseline,
+            baseline_init=hparams["baseline_init"],
+            baseline_rate=hparams["baseline_rate"],
+        )(key)
+        return {"success": out["success"], NONFINITE_STEP: out[NONFINITE_STEP]}
+
+    return train
+
+
+def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, Any]:
     """Run the study and write config-independent results into ``out_dir``.
 
     Writes ``results.parquet`` (seed x mode x step = episode: ``success``), ``summary.json``,
     ``report.md``, ``learning_curves.png`` and ``ep50_distribution.png``; returns the
-    summary dict.
+    summary dict. With ``grid`` (a :class:`rljax.grid.Grid` over ``Config.TRACED`` /
+    ``Config.STRUCTURAL`` fields) every configuration runs on the same seeds (paired);
+    ``results.parquet`` gains ``config`` and the swept fields, ``summary["configs"]`` lists
+    each configuration's figures, and no plots are drawn. Without one, the traced values
+    still go through a one-row table.
     """
-    success: dict[str, np.ndarray] = {}
-    compile_seconds = 0.0
-    run_seconds = 0.0
-    timed_episodes = 0.0
-    sweep_meta: dict[str, Any] = {}
+    table = single_grid(config, Config.TRACED) if grid is None else grid
+    configs = table.configs(config)
+    success: dict[str, np.ndarray] = {}  # mode -> [K, S, E]
+    compile_seconds = run_seconds = timed_episodes = 0.0
+    num_rounds, programs, num_devices = 0, 0, len(jax.devices())
     for mode in config.mode_list():
-        train = make_chain_train(
-            mode=mode,
-            chain_length=config.chain_length,
-            episodes=config.episodes,
-            learning_rate=config.learning_rate,
-            baseline=config.baseline,
-            baseline_init=config.baseline_init,
-            baseline_rate=config.baseline_rate,
-        )
-        sweep = Sweep(train, base_seed=config.base_seed, block_size=config.block_size)
-        result = sweep.run(config.seeds, desc=mode)
+        result = run_grid(lambda c, m=mode: make_train(c, m), configs, Config.TRACED,
+                          config.seeds, base_seed=config.base_seed,
+                          block_size=config.block_size, desc=mode)
         success[mode] = np.asarray(result.outputs["success"], dtype=bool)
         compile_seconds += result.compile_seconds
         run_seconds += result.run_seconds
-        timed_episodes += config.seeds * config.episodes * result.timed_fraction
-        sweep_meta = {"num_devices": result.num_devices, "num_rounds": result.num_rounds}
+        timed_episodes += len(configs) * config.seeds * config.episodes * result.timed_fraction
+        num_rounds = sum(math.ceil(p["configs"] * config.seeds
+                                   / (config.block_size * num_devices))
+                         for p in result.programs)
+        programs += len(result.programs)
 
     summary: dict[str, Any] = {
         "experiment": NAME,
         "seeds": config.seeds,
         "episodes": config.episodes,
         "block_size": config.block_size,
-        **sweep_meta,
+        "num_devices": num_devices,
+        "num_rounds": num_rounds,
     }
-    summary.update(analyse(success, config, jax.random.key(config.base_seed + 1)))
+    key = jax.random.key(config.base_seed + 1)
+    if grid is None:
+        summary.update(analyse({m: s[0] for m, s in success.items()}, config, key))
+    else:
+        rows = []
+        for c, cfg in enumerate(configs):
+            figures = analyse({m: s[c] for m, s in success.items()}, cfg, key)
+            summary["interval_notes"] = figures.pop("interval_notes")
+            rows.append({"config": c, **grid.rows[c], **figures})
+        summary.update(grid=grid.record(), programs=programs, configs=rows)
     summary["episodes_per_second"] = timed_episodes / max(run_seconds, 1e-9)
     summary["compile_seconds"] = compile_seconds
     summary["run_seconds"] = run_seconds
 
-    io.write_parquet(out_dir / "results.parquet", results_table(success))
+    columns = None if grid is None else grid_columns(configs, grid.fields)
+    io.write_parquet(out_dir / "results.parquet", results_table(success, columns))
     io.write_json(out_dir / "summary.json", summary)
-    _write_plots(success, config, out_dir)
-    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    if grid is None:
+        _write_plots({m: s[0] for m, s in success.items()}, config, out_dir)
+        io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    else:
+        io.atomic_write_text(out_dir / "report.md", grid_report_markdown(summary, config))
     return summary
 
 
-def results_table(success: dict[str, np.ndarray]) -> pd.DataFrame:
+def results_table(success: dict[str, np.ndarray],
+                  columns: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """Tidy table, one row per seed x mode x episode: ``seed, mode, step, success``
-    (``step`` is the 1-based episode number, the study's logged step)."""
+    (``step`` is the 1-based episode number, the study's logged step).
+
+    Args:
+      success: ``{mode: [S, E]}``, or ``{mode: [K, S, E]}`` with ``columns``.
+      columns: for a grid, :func:`rljax.grid.grid_columns` (``config`` and the swept
+        fields, ``[K]`` each); the table then gains these columns, rows ordered mode,
+        config, seed, episode. Without it a ``[1, S, E]`` array counts as ``[S, E]``.
+    """
     frames = []
     for mode, s in success.items():
-        num_seeds, num_episodes = s.shape
+        s = np.asarray(s)
+        if columns is None and s.ndim == 3:
+            s = s[0]
+        lead = s.shape[0] if s.ndim == 3 else 1
+        num_seeds, num_episodes = s.shape[-2:]
+        per_config = num_seeds * num_episodes
+        extra = {name: np.repeat(np.asarray(v), per_config)
+                 for name, v in (columns or {}).items()}
         frames.append(pd.DataFrame({
-            "seed": np.repeat(np.arange(num_seeds, dtype=np.int32), num_episodes),
-            "mode": pd.Categorical([mode] * (num_seeds * num_episodes),
+            **extra,
+            "seed": np.tile(np.repeat(np.arange(num_seeds, dtype=np.int32), num_episodes),
+                            lead),
+            "mode": pd.Categorical([mode] * (lead * per_config),
                                    categories=list(REWARD_MODES)),
-            "step": np.tile(np.arange(1, num_episodes + 1, dtype=np.int32), num_seeds),
+            "step": np.tile(np.arange(1, num_episodes + 1, dtype=np.int32), lead * num_seeds),
             "success": s.reshape(-1),
         }))
     return pd.concat(frames, ignore_index=True)
@@ -363,6 +436,55 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def grid_report_markdown(summary: dict[str, Any], config: Config) -> str:
+    """A grid run's report: per configuration, the medians of episodes to 50 % (full
+    window), their ORM / PRM ratio and the final success rates, with intervals."""
+    fields = summary["grid"]["fields"]
+    modes = config.mode_list()
+    paired = "orm" in modes and "prm" in modes
+    head = ["config", *fields] + [f"{m.upper()} episodes to 50 %" for m in modes]
+    head += (["ORM / PRM ratio"] if paired else []) + [f"{m.upper()} final success"
+                                                     for m in modes]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in summary["configs"]:
+        cells = [str(row["config"]), *(row[f] if isinstance(row[f], str)
+                                       else format_number(row[f]) for f in fields)]
+        cells += [_with_ci(row[f"{m}_ep50_median"], row[f"{m}_ep50_median_ci"]) for m in modes]
+        if paired:
+            cells.append(_with_ci(row["ep50_ratio"], row["ep50_ratio_ci"]))
+        cells += [_with_ci(row[f"{m}_final_success"], row[f"{m}_final_success_ci"])
+                  for m in modes]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = summary.get("interval_notes", {})
+    text = [
+        f"# {NAME} (grid)",
+        "",
+        DESCRIPTION + ".",
+        "",
+        f"{len(summary['configs'])} configurations ({', '.join(fields)}) x {config.seeds} "
+        f"seeds x {config.episodes} episodes per reward mode, {summary['programs']} compiled "
+        f"program(s), block size {config.block_size}; every configuration runs on the same "
+        "seed keys.",
+        "",
+        "\n".join(lines),
+        "",
+        f"Episodes to 50 % use the full {config.window}-episode window (never: the median "
+        f"seed never reaches it). Intervals ({100 * config.confidence:g} %, per "
+        "configuration): medians: "
+        f"{notes.get('median', 'not computed')}; ratio: "
+        f"{notes.get('ratio_of_medians', 'not computed')}; final success: "
+        f"{notes.get('mean', 'not computed')}. They are marginal per configuration: to rank "
+        "two configurations, compare their paired per-seed results in results.parquet.",
+        "",
+    ]
+    return "\n".join(text)
+
+
+def _with_ci(point: float | None, ci: list[float | None]) -> str:
+    return (f"{format_number(_inf_if_none(point))} [{format_number(_inf_if_none(ci[0]))}, "
+            f"{format_number(_inf_if_none(ci[1]))}]")
 
 
 def reading(summary: dict[str, Any]) -> str:

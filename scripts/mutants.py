@@ -80,10 +80,11 @@ MUTANTS = (
            "leaf_value = reward - discount * leaf_value",
            ("tests/test_mcts.py", "tests/test_mcts_equivalence.py")),
     Mutant("block_padding_off", "rljax/sweep.py",
-           "            out = self.run_round(r * self.round_size)\n",
-           "            out = self._jitted(np.arange(r * self.round_size, min(num_seeds, "
-           "(r + 1) * self.round_size), dtype=np.int32))\n",
-           ("tests/test_fixed_blocks.py",)),
+           "            out = program[\"compiled\"](*self._round_inputs(pairs, r * self.round_size))\n",
+           "            out = program[\"jitted\"](*jax.tree_util.tree_map(\n"
+           "                lambda x, n=setup.seeds_in(r): x[:n],\n"
+           "                self._round_inputs(pairs, r * self.round_size)))\n",
+           ("tests/test_fixed_blocks.py", "tests/test_config_axis.py")),
     Mutant("ema_baseline_updated_before_use", "rljax/advantages.py",
            "return jnp.broadcast_to(b, episode_rewards.shape), {\"value\": new_value}",
            "return jnp.broadcast_to(new_value, episode_rewards.shape), {\"value\": new_value}",

@@ -28,12 +28,17 @@ loss went non-finite (``rljax.nonfinite.NONFINITE_STEP``).
 ``advance`` / ``finish`` for :class:`rljax.sweep.ChunkedSweep` (checkpoints and progress
 between chunks), and logs one row per ``log_every`` updates, so long runs keep bounded
 logs. The two share the update code and its keys.
+
+Both also take the numeric hyperparameters of :data:`TRACEABLE_HPARAMS` as a traced
+``hparams`` dict (``train(key, hparams)``, ``init(key, hparams)``, ...), so a sweep over
+configurations (:class:`rljax.sweep.Sweep` with a ``ConfigTable``) runs every value in
+one compiled program; a name missing from ``hparams`` keeps the config's constant.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import chex
@@ -295,17 +300,68 @@ def check_train_config(config: PPOTrainConfig) -> None:
                    config.value_clip)
 
 
-def ppo_optimizer(config: PPOTrainConfig) -> optax.GradientTransformation:
+#: The :class:`PPOTrainConfig` fields a training run may read from a traced ``hparams``
+#: dict instead of the config (the others fix shapes, counts or choices, so the program).
+TRACEABLE_HPARAMS = ("learning_rate", "adam_eps", "max_grad_norm", "clip_epsilon",
+                     "value_coef", "entropy_coef", "value_clip", "gamma", "lam")
+
+
+def check_hparams(config: PPOTrainConfig, hparams: Mapping[str, Any] | None) -> None:
+    """Raise a one-line ``ValueError`` if ``hparams`` names a field that cannot be traced.
+
+    Allowed names are :data:`TRACEABLE_HPARAMS`; ``value_clip`` only when
+    ``config.value_clip`` is a number (``None``, value clipping off, is structural: it
+    removes the clipped branch from the program). Values are not checked (they may be
+    traced); a sweep validates each configuration before it runs.
+    """
+    if hparams is None:
+        return
+    unknown = sorted(set(hparams) - set(TRACEABLE_HPARAMS))
+    if unknown:
+        raise ValueError(f"hparams: cannot trace {', '.join(unknown)}; traceable fields: "
+                         f"{', '.join(TRACEABLE_HPARAMS)}")
+    if "value_clip" in hparams and config.value_clip is None:
+        raise ValueError("hparams: value_clip is traced but config.value_clip is None (value "
+                         "clipping off is structural); set config.value_clip to a number")
+
+
+def resolve_hparams(config: PPOTrainConfig,
+                    hparams: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``{name: value}`` for every name of :data:`TRACEABLE_HPARAMS`: ``hparams[name]``
+    (a scalar, possibly traced, cast to float32) where given, else the config's constant.
+
+    Raises:
+      ValueError: as :func:`check_hparams`.
+    """
+    check_hparams(config, hparams)
+    values = {name: getattr(config, name) for name in TRACEABLE_HPARAMS}
+    for name, value in (hparams or {}).items():
+        if jnp.ndim(value) != 0:
+            raise ValueError(f"hparams: {name} must be a scalar (one run's value), got shape "
+                             f"{jnp.shape(value)}")
+        values[name] = jnp.asarray(value, jnp.float32)
+    return values
+
+
+def ppo_optimizer(config: PPOTrainConfig,
+                  hparams: Mapping[str, Any] | None = None) -> optax.GradientTransformation:
     """``clip_by_global_norm(max_grad_norm)`` then Adam with a linearly annealed step size
     (from ``learning_rate`` to 0 over ``num_updates * num_epochs * num_minibatches``
-    gradient steps) or a constant one."""
+    gradient steps) or a constant one.
+
+    ``learning_rate``, ``adam_eps`` and ``max_grad_norm`` come from ``hparams`` where it
+    names them (traced scalars; see :func:`resolve_hparams`), else from ``config``. The
+    optimizer state's structure depends only on ``anneal_lr`` (a schedule keeps a step
+    count), never on the values.
+    """
+    values = resolve_hparams(config, hparams)
     if config.anneal_lr:
         steps = config.num_updates * config.num_epochs * config.num_minibatches
-        learning_rate = optax.linear_schedule(config.learning_rate, 0.0, steps)
+        learning_rate = optax.linear_schedule(values["learning_rate"], 0.0, steps)
     else:
-        learning_rate = config.learning_rate
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                       optax.adam(learning_rate, eps=config.adam_eps))
+        learning_rate = values["learning_rate"]
+    return optax.chain(optax.clip_by_global_norm(values["max_grad_norm"]),
+                       optax.adam(learning_rate, eps=values["adam_eps"]))
 
 
 class PPORollout(NamedTuple):
@@ -341,8 +397,9 @@ def make_ppo_train(
     env_params: Any = None,
     *,
     init_params: Callable[[PRNGKey, Array], Params] | None = None,
-) -> Callable[[PRNGKey], dict[str, Array]]:
-    """One seed's PPO run: ``train(key) -> logs`` with leaves ``[U]`` (U updates).
+) -> Callable[..., dict[str, Array]]:
+    """One seed's PPO run: ``train(key, hparams=None) -> logs`` with leaves ``[U]``
+    (U updates).
 
     Each update: step the ``N`` environments ``T`` times with the current policy
     (auto-reset; a truncated episode is bootstrapped from the value of its final
@@ -365,7 +422,11 @@ def make_ppo_train(
       init_params: overrides ``actor_critic.init``.
 
     Returns:
-      ``train(key)`` returning a dict of ``[U]`` arrays: ``return_sum`` (sum of the
+      ``train(key, hparams=None)``: ``hparams`` an optional dict of scalars (traced under
+      a configuration sweep) for some of :data:`TRACEABLE_HPARAMS`, read inside the
+      program in place of the config's values (a name it lacks keeps the config's
+      constant; an unknown name raises ``ValueError``). It returns a dict of ``[U]``
+      arrays: ``return_sum`` (sum of the
       returns of episodes that finished during the update), ``episodes`` (how many
       finished, int32), ``loss``, ``policy_loss``, ``value_loss``, ``entropy``,
       ``clip_fraction``, ``approx_kl`` (means over the update's gradient steps); and
@@ -375,9 +436,10 @@ def make_ppo_train(
     config = PPOTrainConfig() if config is None else config
     start, run_updates = _ppo_program(env, actor_critic, config, env_params, init_params)
 
-    def train(key: PRNGKey) -> dict[str, Array]:
-        carry, run_key = start(key)
-        _, logs, finite = run_updates(carry, run_key, jnp.int32(0), config.num_updates)
+    def train(key: PRNGKey, hparams: Mapping[str, Array] | None = None) -> dict[str, Array]:
+        carry, run_key = start(key, hparams)
+        _, logs, finite = run_updates(carry, run_key, jnp.int32(0), config.num_updates,
+                                      hparams)
         return {**logs, NONFINITE_STEP: first_nonfinite_step(finite)}
 
     return train
@@ -405,14 +467,16 @@ class PPOChunks(NamedTuple):
     """A PPO run cut into chunks for :class:`rljax.sweep.ChunkedSweep` (unpacks as
     ``init, advance, finish, num_chunks``).
 
-    One seed each: ``init(key []) -> PPOChunkState``; ``advance(state) -> (state, logs)``
-    with ``[C / W]`` log rows per chunk (C updates per chunk, W per row);
-    ``finish(state) -> {NONFINITE_STEP: int32 []}`` (see :func:`make_ppo_chunks`).
+    One seed each: ``init(key [], hparams=None) -> PPOChunkState``;
+    ``advance(state, hparams=None) -> (state, logs)`` with ``[C / W]`` log rows per chunk
+    (C updates per chunk, W per row); ``finish(state, hparams=None) -> {NONFINITE_STEP:
+    int32 []}`` (see :func:`make_ppo_chunks`). ``hparams``: as for
+    :func:`make_ppo_train`; pass the same values to every call of one run.
     """
 
-    init: Callable[[PRNGKey], PPOChunkState]
-    advance: Callable[[PPOChunkState], tuple[PPOChunkState, dict[str, Array]]]
-    finish: Callable[[PPOChunkState], dict[str, Array]]
+    init: Callable[..., PPOChunkState]
+    advance: Callable[..., tuple[PPOChunkState, dict[str, Array]]]
+    finish: Callable[..., dict[str, Array]]
     num_chunks: int
 
 
@@ -451,10 +515,13 @@ def make_ppo_chunks(
 
     Returns:
       :class:`PPOChunks` ``(init, advance, finish, num_chunks)``, one seed each:
-      ``init(key) -> PPOChunkState``; ``advance(state) -> (state, logs)`` with logs of
-      ``[C / W]`` arrays under ``make_ppo_train``'s log keys (``episodes`` int32);
-      ``finish(state) -> {NONFINITE_STEP: int32 []}`` (first non-finite update, ``-1``
-      if none); ``num_chunks = U / C``.
+      ``init(key, hparams=None) -> PPOChunkState``; ``advance(state, hparams=None) ->
+      (state, logs)`` with logs of ``[C / W]`` arrays under ``make_ppo_train``'s log keys
+      (``episodes`` int32); ``finish(state, hparams=None) -> {NONFINITE_STEP: int32 []}``
+      (first non-finite update, ``-1`` if none); ``num_chunks = U / C``. ``hparams`` (the
+      same in every call of a run, e.g. :class:`rljax.sweep.ChunkedSweep` with
+      ``configs``) is read as in :func:`make_ppo_train`, so ``init(key, hp)`` then the
+      chunks run bitwise what ``make_ppo_train(...)(key, hp)`` runs.
 
     Raises:
       ValueError: one line naming the argument or ``config`` field.
@@ -472,13 +539,14 @@ def make_ppo_chunks(
             raise ValueError(f"{name}: must divide {what} ({whole}), got {value}")
     start, run_updates = _ppo_program(env, actor_critic, config, env_params, init_params)
 
-    def init(key: PRNGKey) -> PPOChunkState:
-        carry, run_key = start(key)
+    def init(key: PRNGKey, hparams: Mapping[str, Array] | None = None) -> PPOChunkState:
+        carry, run_key = start(key, hparams)
         return PPOChunkState(carry, run_key, jnp.int32(0), jnp.int32(-1))
 
-    def advance(state: PPOChunkState) -> tuple[PPOChunkState, dict[str, Array]]:
+    def advance(state: PPOChunkState, hparams: Mapping[str, Array] | None = None,
+                ) -> tuple[PPOChunkState, dict[str, Array]]:
         carry, logs, finite = run_updates(state.carry, state.run_key, state.update,
-                                          updates_per_chunk)
+                                          updates_per_chunk, hparams)
         in_chunk = first_nonfinite_step(finite)
         nonfinite_step = jnp.where(jnp.logical_and(state.nonfinite_step < 0, in_chunk >= 0),
                                    state.update + in_chunk, state.nonfinite_step)
@@ -489,7 +557,9 @@ def make_ppo_chunks(
                               nonfinite_step)
         return state, logs
 
-    def finish(state: PPOChunkState) -> dict[str, Array]:
+    def finish(state: PPOChunkState,
+               hparams: Mapping[str, Array] | None = None) -> dict[str, Array]:
+        check_hparams(config, hparams)
         return {NONFINITE_STEP: state.nonfinite_step}
 
     return PPOChunks(init, advance, finish, num_updates // updates_per_chunk)
@@ -510,22 +580,28 @@ def _ppo_program(
 ) -> tuple[Callable, Callable]:
     """The pieces both :func:`make_ppo_train` and :func:`make_ppo_chunks` run.
 
-    Returns ``(start, run_updates)``: ``start(key) -> (carry: PPOCarry, run_key)``
-    (parameters, optimizer and ``N`` environments initialised), and
-    ``run_updates(carry, run_key, first, count) -> (carry, logs, finite)`` running
-    updates ``first .. first + count - 1`` (``first`` an int32 scalar, may be traced;
-    ``count`` a Python int) in one ``lax.scan``: ``logs`` are ``[count]`` arrays and
-    ``finite`` is ``bool [count]``, whether the parameters and the loss after each
-    update are finite.
+    Returns ``(start, run_updates)``: ``start(key, hparams) -> (carry: PPOCarry,
+    run_key)`` (parameters, optimizer and ``N`` environments initialised), and
+    ``run_updates(carry, run_key, first, count, hparams) -> (carry, logs, finite)``
+    running updates ``first .. first + count - 1`` (``first`` an int32 scalar, may be
+    traced; ``count`` a Python int) in one ``lax.scan``: ``logs`` are ``[count]`` arrays
+    and ``finite`` is ``bool [count]``, whether the parameters and the loss after each
+    update are finite. ``hparams`` (``None`` or a dict of scalars, see
+    :func:`resolve_hparams`) supplies the traced hyperparameters; the transform and the
+    optimizer are built from them inside the traced function.
     """
     check_train_config(config)
     env_params = env.default_params if env_params is None else env_params
     init_params = actor_critic.init if init_params is None else init_params
     apply = actor_critic.apply
-    rl = ppo(apply, clip_epsilon=config.clip_epsilon, value_coef=config.value_coef,
-             entropy_coef=config.entropy_coef, value_clip=config.value_clip,
-             normalize_advantages=config.normalize_advantages)
-    optimizer = ppo_optimizer(config)
+
+    def transforms(hparams):
+        values = resolve_hparams(config, hparams)
+        rl = ppo(apply, clip_epsilon=values["clip_epsilon"], value_coef=values["value_coef"],
+                 entropy_coef=values["entropy_coef"], value_clip=values["value_clip"],
+                 normalize_advantages=config.normalize_advantages)
+        return rl, ppo_optimizer(config, hparams), values
+
     num_envs, num_steps = config.num_envs, config.num_steps
     reset = jax.vmap(env.reset, in_axes=(0, None))
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
@@ -560,7 +636,8 @@ def _ppo_program(
             body, init, (noise, env_keys))
         return traj, obs, env_state, episode_return, return_sum, episodes
 
-    def one_update(carry: PPOCarry, key: PRNGKey):
+    def one_update(carry: PPOCarry, key: PRNGKey, hparams):
+        rl, optimizer, values = transforms(hparams)
         rollout_key, update_key = jax.random.split(key)
         traj, obs, env_state, episode_return, return_sum, episodes = rollout(
             carry.params, carry.obs, carry.env_state, carry.episode_return, rollout_key)
@@ -569,8 +646,8 @@ def _ppo_program(
         if bootstrap_truncations:
             _, truncation_values = apply(carry.params, traj.final_obs)
         advantages, returns = generalized_advantage_estimation(
-            traj.rewards, traj.values, last_value, traj.terminated, gamma=config.gamma,
-            lam=config.lam, truncated=traj.truncated, truncation_values=truncation_values)
+            traj.rewards, traj.values, last_value, traj.terminated, gamma=values["gamma"],
+            lam=values["lam"], truncated=traj.truncated, truncation_values=truncation_values)
         flat = lambda x: x.reshape(num_steps * num_envs, *x.shape[2:])  # noqa: E731
         batch = PPOBatch(obs=flat(traj.obs), actions=flat(traj.actions),
                          old_log_probs=flat(traj.log_probs), advantages=flat(advantages),
@@ -583,7 +660,8 @@ def _ppo_program(
         carry = PPOCarry(params, rl_state, opt_state, obs, env_state, episode_return)
         return carry, (logs, finite)
 
-    def start(key: PRNGKey) -> tuple[PPOCarry, PRNGKey]:
+    def start(key: PRNGKey, hparams) -> tuple[PPOCarry, PRNGKey]:
+        rl, optimizer, _ = transforms(hparams)
         init_key, reset_key, run_key = jax.random.split(key, 3)
         obs, env_state = reset(jax.random.split(reset_key, num_envs), env_params)
         params = init_params(init_key, obs[0])
@@ -591,12 +669,13 @@ def _ppo_program(
                          jnp.zeros((num_envs,), jnp.float32))
         return carry, run_key
 
-    def run_updates(carry: PPOCarry, run_key: PRNGKey, first: Array, count: int):
+    def run_updates(carry: PPOCarry, run_key: PRNGKey, first: Array, count: int, hparams):
         # fold_in(run_key, u) is split(run_key, U)[u] under JAX's (default) partitionable
         # threefry, so runs keep the bits they had when the keys were split up front.
         updates = jnp.asarray(first, jnp.int32) + jnp.arange(count, dtype=jnp.int32)
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(run_key, updates)
-        carry, (logs, finite) = jax.lax.scan(one_update, carry, keys)
+        carry, (logs, finite) = jax.lax.scan(
+            lambda c, k: one_update(c, k, hparams), carry, keys)
         return carry, logs, finite
 
     return start, run_updates
