@@ -16,6 +16,7 @@ from rljax import (
     curriculum,
     distributed,
     envs,
+    grid,
     io,
     losses,
     nonfinite,
@@ -60,6 +61,7 @@ from rljax.envs import (
     EquationEnv,
     KAnswerBandit,
 )
+from rljax.grid import ConfigTable, Grid, GridResult, run_grid
 from rljax.policies import LMConfig, Policy, TinyLM, mlp_actor, mlp_actor_critic, tabular_softmax
 from rljax.rollout import Trajectory, episode_rollout
 from rljax.rollout import rollout as rollout_steps
@@ -75,6 +77,7 @@ __all__ = [
     "checkpoint",
     "curriculum",
     "envs",
+    "grid",
     "io",
     "losses",
     "policies",
@@ -131,4 +134,8 @@ __all__ = [
     "SweepResult",
     "run_sweep",
     "seed_key",
+    "ConfigTable",
+    "Grid",
+    "GridResult",
+    "run_grid",
 ]

@@ -195,6 +195,12 @@ def check_run(args) -> None:
         if getattr(args, field) is not None:
             overrides[field] = parse_value(field, getattr(args, field), int)
     build_config(module.Config, overrides)
+    if args.grid or args.sample or args.samples is not None:
+        from rljax.grid import make_grid
+
+        samples = None if args.samples is None else parse_value("--samples", args.samples, int)
+        make_grid(module.Config, overrides, grid=args.grid or [], sample=args.sample or [],
+                  samples=samples, sample_seed=int(args.sample_seed or 0))
     for flag in ("processes", "local_devices", "checkpoint_every", "debug_nans"):
         if getattr(args, flag) is not None:
             parse_value(f"--{flag.replace('_', '-')}", getattr(args, flag), int)
