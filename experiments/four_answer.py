@@ -8,15 +8,23 @@ logits ``z = log p``; only the third answer (p = 0.2) has reward 1. With
 * single-sample estimate ``g(a) = (R_a - b) (onehot(a) - pi)``, unbiased for any
   constant ``b``; for the correct answer's logit its variance is
   ``E[g_2^2] - 0.16^2`` = 0.1024 without a baseline and 0.0576 with ``b = J = 0.2``;
-* GRPO (groups of 8, 60 steps) from that policy with and without a KL penalty to the
-  starting policy;
+  checked by a Monte Carlo sweep over seeds (its own sweep, run once);
+* GRPO (groups of 8, 60 steps) from that policy over a grid of optimizers (SGD, Adam),
+  learning rates and KL betas: one compiled program per optimizer, the rate, beta and
+  clip traced (``Config.TRACED``), every cell on the same seeds (common random numbers);
 * the GRPO advantage table for four reward groups and PPO's clipped objective for three
   (A, r) pairs.
 
-The post's claim about the GRPO run (:data:`CLAIM`): with groups of 8, 60 GRPO steps
-take p(correct) from 0.20 to 0.99 without a KL penalty and to 0.94 with one. The study
-states it in its report and ``summary.json`` (``claim``) beside a ``verdict`` from what it
-measures with this implementation (plain SGD at ``learning_rate``, untuned).
+The post's claim (:data:`CLAIM`): with groups of 8, 60 GRPO steps take p(correct) from
+0.20 to 0.99 without a KL penalty and to 0.94 with one. The verdict
+(:mod:`experiments.four_answer_claim`) says which (optimizer, rate) give 0.99 at beta = 0,
+which beta then gives 0.94, and whether one setting gives both.
+
+Runs: the default sweeps ``sgd_learning_rates`` and ``adam_learning_rates`` x
+``kl_betas``; ``--grid learning_rate=... --grid kl_beta=... [--grid optimizer=...]``
+analyses that grid instead; ``--set sweep=false`` runs the one configuration
+(``optimizer``, ``learning_rate``, ``kl_beta``, ``clip_epsilon``) as a one-row grid, bitwise
+the same as that cell inside any grid at the same block size.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -32,12 +40,14 @@ import numpy as np
 import optax
 import pandas as pd
 
+from experiments.four_answer_claim import CLAIM, CLAIM_TEXT, CLAIM_TOLERANCE, claim_status
+from experiments.four_answer_claim import verdict as claim_verdict
 from rljax import io, losses
 from rljax.advantages import group_relative_advantages
 from rljax.algorithms import GroupBatch, grpo
-from rljax.config import require_float, require_int
+from rljax.config import ConfigError, require_choice, require_float, require_int
+from rljax.grid import Grid, grid_columns, run_grid, single_grid
 from rljax.policies import categorical_log_prob, sample_categorical, tabular_softmax
-from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import DEFAULT_BLOCK_SIZE, Sweep
 
@@ -49,51 +59,95 @@ REWARDS = (0.0, 0.0, 1.0, 0.0)
 CORRECT = 2
 ADVANTAGE_GROUPS = ((1, 0, 0, 1), (1, 0, 0, 0), (0, 0, 0, 0), (1, 1, 1, 1))
 CLIP_CASES = ((1.0, 1.5), (-1.0, 0.5), (-1.0, 1.5))  # (A, r)
-
-#: The post's claim about GRPO from this policy (steps, group size, p(correct) figures).
-CLAIM = {"steps": 60, "group_size": 8, "p_start": 0.20, "p_no_kl": 0.99, "p_kl": 0.94}
-CLAIM_TEXT = ("GRPO with groups of 8 takes p(correct) from 0.20 to 0.99 in 60 steps without "
-              "a KL penalty, and to 0.94 with one")
-#: How far a measured median may be from a claimed figure and still reproduce it.
-CLAIM_TOLERANCE = 0.02
-
+OPTIMIZERS = ("sgd", "adam")
+#: The columns every results.parquet carries (plus any other swept field).
+CELL_FIELDS = ("optimizer", "learning_rate", "kl_beta")
 
 #: The kind of per-seed data each interval is held to (rljax.stats.coverage.DATA_KINDS):
-#: a seed's variance estimate (over 20,000 samples) and its final p(correct) are
-#: continuous and close to normal across seeds (skewness over the 2048 default seeds: 0.06
-#: and -0.41; lognormal's is 6.2); the error medians are held to every kind.
+#: a seed's variance estimate (over 20,000 samples) and its final p(correct) at the
+#: reference rate are continuous and close to normal across seeds (skewness over the
+#: 2048 default seeds: 0.06 and -0.41; lognormal's is 6.2); the medians are held to
+#: every kind (near the ceiling p(correct) is skewed, so no symmetric kind is claimed).
 DATA_KINDS = {"mean": "symmetric", "paired_difference": "symmetric"}
+
+
+
+def parse_rates(name: str, text: str, *, allow_zero: bool = False) -> tuple[float, ...]:
+    """``"0.1,0.3,1"`` -> ``(0.1, 0.3, 1.0)``: distinct finite numbers ``> 0`` (``>= 0``
+    with ``allow_zero``), in the order given; a one-line :class:`ConfigError` naming
+    ``name`` otherwise."""
+    allowed = ">= 0" if allow_zero else "> 0"
+    what = f"{name}: must be a comma-separated list of distinct numbers {allowed}, got {text!r}"
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise ConfigError(what)
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        raise ConfigError(what) from None
+    if any(not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero) for v in values):
+        raise ConfigError(what)
+    if len(set(values)) != len(values):
+        raise ConfigError(what)
+    return values
+
 
 @dataclass(frozen=True)
 class Config:
-    """Configuration (``--set key=value``)."""
+    """Configuration (``--set key=value``; ``--grid`` over ``TRACED`` / ``STRUCTURAL``)."""
 
-    seeds: int = 2048
+    TRACED: ClassVar[tuple[str, ...]] = ("learning_rate", "kl_beta", "clip_epsilon")
+    STRUCTURAL: ClassVar[tuple[str, ...]] = ("optimizer",)
+
+    seeds: int = 2048  # per GRPO cell, and for the Monte Carlo gradient sweep
     block_size: int = DEFAULT_BLOCK_SIZE
     base_seed: int = 0
     samples: int = 20_000
     baseline: float = 0.2
     group_size: int = 8
     grpo_steps: int = 60
+    optimizer: str = "sgd"  # the one-configuration run's and the headline's
     learning_rate: float = 0.1
     kl_beta: float = 0.04
     clip_epsilon: float = 0.2
+    sweep: bool = True  # False: run (optimizer, learning_rate, kl_beta, clip) alone
+    sgd_learning_rates: str = "0.1,0.178,0.316,0.562,1,1.78,3.16,5.62,10"
+    adam_learning_rates: str = "0.01,0.0178,0.0316,0.0562,0.1,0.178,0.316,0.562,1"
+    kl_betas: str = "0,0.01,0.02,0.04,0.08,0.12,0.16,0.2,0.24,0.32,0.64"
     tolerance: float = 0.001
     bootstrap_reps: int = 2000
 
     def validate(self) -> None:
-        require_int("seeds", self.seeds, 1)
+        require_int("seeds", self.seeds, 2)
         require_int("block_size", self.block_size, 1)
         require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         require_int("samples", self.samples, 2)
         require_float("baseline", self.baseline)
         require_int("group_size", self.group_size, 2)
         require_int("grpo_steps", self.grpo_steps, 1)
+        require_choice("optimizer", self.optimizer, OPTIMIZERS)
         require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
         require_float("kl_beta", self.kl_beta, low=0.0)
         require_float("clip_epsilon", self.clip_epsilon, low=0.0, low_inclusive=False)
+        if not isinstance(self.sweep, bool):
+            raise ConfigError(f"sweep: must be true or false, got {self.sweep!r}")
+        parse_rates("sgd_learning_rates", self.sgd_learning_rates)
+        parse_rates("adam_learning_rates", self.adam_learning_rates)
+        parse_rates("kl_betas", self.kl_betas, allow_zero=True)
         require_float("tolerance", self.tolerance, low=0.0, low_inclusive=False)
         require_int("bootstrap_reps", self.bootstrap_reps, 1)
+
+
+def default_grid(config: Config) -> Grid:
+    """The default sweep: each optimizer's rates x ``kl_betas`` (optimizer slowest)."""
+    rates = {"sgd": parse_rates("sgd_learning_rates", config.sgd_learning_rates),
+             "adam": parse_rates("adam_learning_rates", config.adam_learning_rates)}
+    betas = parse_rates("kl_betas", config.kl_betas, allow_zero=True)
+    rows = tuple({"optimizer": opt, "learning_rate": lr, "kl_beta": b}
+                 for opt in OPTIMIZERS for lr in rates[opt] for b in betas)
+    return Grid(fields=CELL_FIELDS, rows=rows, spec={"default_sweep": {
+        "sgd_learning_rates": list(rates["sgd"]), "adam_learning_rates": list(rates["adam"]),
+        "kl_betas": list(betas)}})
 
 
 def exact_gradient() -> np.ndarray:
@@ -112,16 +166,37 @@ def exact_variance(baseline: float, component: int = CORRECT) -> float:
     return float(np.sum(p * g**2) - np.sum(p * g) ** 2)
 
 
-def make_train(config: Config):
-    """``train(key)`` for one seed: the Monte Carlo gradient check and both GRPO runs."""
+def traced_optimizer(name: str, learning_rate: Any) -> optax.GradientTransformation:
+    """``optax.sgd(lr)`` / ``optax.adam(lr)`` (defaults) with ``lr`` a traced scalar.
+
+    The direction (``optax.identity()`` for SGD, ``optax.scale_by_adam()`` for Adam) is
+    scaled by ``-learning_rate`` as optax's ``scale_by_learning_rate`` does
+    (``u <- (-lr) * u``), so the updates equal optax's own bitwise while ``lr`` comes
+    from ``hparams`` (one program for every rate).
+
+    Args:
+      name: ``"sgd"`` or ``"adam"``.
+      learning_rate: scalar (Python float or ``[]`` array, possibly traced).
+    """
+    require_choice("optimizer", name, OPTIMIZERS)
+    direction = optax.identity() if name == "sgd" else optax.scale_by_adam()
+
+    def update(grads, state, params=None):
+        updates, state = direction.update(grads, state, params)
+        return jax.tree_util.tree_map(lambda u: -learning_rate * u, updates), state
+
+    return optax.GradientTransformation(direction.init, update)
+
+
+def make_mc_train(config: Config):
+    """``train(key)`` for one seed of the Monte Carlo gradient check (``samples`` draws)."""
     logits0 = jnp.log(jnp.asarray(PROBS, jnp.float32))
     rewards = jnp.asarray(REWARDS, jnp.float32)
     exact = jnp.asarray(exact_gradient(), jnp.float32)
-    policy = tabular_softmax(1, 4)
-    sgd = optax.sgd(config.learning_rate)
 
-    def monte_carlo(key):
-        answers = sample_categorical(key, jnp.broadcast_to(logits0, (config.samples, 4)))
+    def train(key):
+        key_mc, _ = jax.random.split(key)  # the GRPO run takes the other half
+        answers = sample_categorical(key_mc, jnp.broadcast_to(logits0, (config.samples, 4)))
         pi = jax.nn.softmax(logits0)
         r = rewards[answers]
         score = jax.nn.one_hot(answers, 4) - pi  # d log pi(a) / dz
@@ -134,40 +209,50 @@ def make_train(config: Config):
             "var_with_baseline": jnp.var(g_base[:, CORRECT], ddof=1),
         }
 
-    def run_grpo(key, kl_beta):
-        rl = grpo(policy.apply, group_size=config.group_size, kl_beta=kl_beta,
-                  clip_epsilon=config.clip_epsilon)
+    return train
+
+
+def make_train(config: Config):
+    """``train(key, hparams)`` for one (config, seed): a GRPO run's p(correct) curve.
+
+    ``hparams`` holds the traced ``learning_rate``, ``kl_beta``, ``clip_epsilon``
+    (scalars); ``config`` gives only the structure (optimizer, group size, steps). Output
+    ``{"p_correct": [grpo_steps + 1]}`` (the start, then after each step).
+    """
+    logits0 = jnp.log(jnp.asarray(PROBS, jnp.float32))
+    rewards = jnp.asarray(REWARDS, jnp.float32)
+    policy = tabular_softmax(1, 4)
+    group = config.group_size
+
+    def train(key, hp):
+        _, key_grpo = jax.random.split(key)  # the Monte Carlo check takes the other half
+        opt = traced_optimizer(config.optimizer, hp["learning_rate"])
+        rl = grpo(policy.apply, group_size=group, kl_beta=hp["kl_beta"],
+                  clip_epsilon=hp["clip_epsilon"])
         params = {"logits": logits0[None]}
         ref = params
+        obs = jnp.zeros((1, group, 1), jnp.int32)
+        ref_logits = policy.apply(ref, obs)
 
         def step(carry, key):
             params, opt_state = carry
-            obs = jnp.zeros((1, config.group_size, 1), jnp.int32)
             logits = policy.apply(params, obs)
             actions = sample_categorical(key, logits)
             log_probs = categorical_log_prob(logits, actions)
             batch = GroupBatch(
                 obs=obs, actions=actions, mask=jnp.ones_like(log_probs),
-                rewards=rewards[actions[..., 0]],
-                old_log_probs=log_probs,
-                ref_log_probs=categorical_log_prob(policy.apply(ref, obs), actions),
+                rewards=rewards[actions[..., 0]], old_log_probs=log_probs,
+                ref_log_probs=categorical_log_prob(ref_logits, actions),
             )
             grads, _, _ = rl.update(params, (), batch)
-            updates, opt_state = sgd.update(grads, opt_state, params)
+            updates, opt_state = opt.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             return (params, opt_state), jax.nn.softmax(params["logits"][0])[CORRECT]
 
-        _, p_correct = jax.lax.scan(step, (params, sgd.init(params)),
-                                    jax.random.split(key, config.grpo_steps))
-        return jnp.concatenate([jnp.asarray([PROBS[CORRECT]], jnp.float32), p_correct])
-
-    def train(key):
-        key_mc, key_grpo = jax.random.split(key)
-        out = monte_carlo(key_mc)
-        # Both GRPO variants see the same sampling keys (a paired comparison).
-        out["p_correct_no_kl"] = run_grpo(key_grpo, 0.0)
-        out["p_correct_kl"] = run_grpo(key_grpo, config.kl_beta)
-        return out
+        _, p_correct = jax.lax.scan(step, (params, opt.init(params)),
+                                    jax.random.split(key_grpo, config.grpo_steps))
+        return {"p_correct": jnp.concatenate([jnp.asarray([PROBS[CORRECT]], jnp.float32),
+                                              p_correct])}
 
     return train
 
@@ -188,246 +273,174 @@ def clip_examples(epsilon: float) -> list[dict[str, float]]:
             for (a, r), v in zip(CLIP_CASES, np.asarray(loss), strict=True)]
 
 
-def verdict(summary: dict[str, Any], config: Config) -> dict[str, Any]:
-    """The verdict on :data:`CLAIM` from the measured medians and the paired difference.
+class _Intervals:
+    """``reported_interval`` calls with fresh keys, collecting each statistic's note."""
 
-    The claim's figures are reproduced when both measured medians are within
-    :data:`CLAIM_TOLERANCE` of the claimed ones; the KL ordering (no KL above KL) holds
-    when the interval of the paired difference (no KL - KL, mean over seeds) lies above 0,
-    is reversed when it lies below, and is unresolved otherwise.
+    def __init__(self, config: Config):
+        self.key = jax.random.key(config.base_seed + 1)
+        self.reps = config.bootstrap_reps
+        self.notes: dict[str, str] = {}
+        self.count = 0
 
-    Args:
-      summary: the study's summary (``grpo_p_correct_*`` and ``grpo_kl_gap*`` keys).
-      config: the study's config.
-
-    Returns:
-      ``{"figures_reproduced": bool, "kl_ordering": "holds" | "reversed" | "unresolved",
-      "same_setting": bool, "text": str}``.
-    """
-    no_kl, kl = summary["grpo_p_correct_no_kl"], summary["grpo_p_correct_kl"]
-    low, high = summary["grpo_kl_gap_ci"]
-    same = config.grpo_steps == CLAIM["steps"] and config.group_size == CLAIM["group_size"]
-    reproduced = (abs(no_kl - CLAIM["p_no_kl"]) <= CLAIM_TOLERANCE
-                  and abs(kl - CLAIM["p_kl"]) <= CLAIM_TOLERANCE)
-    ordering = "holds" if low > 0 else "reversed" if high < 0 else "unresolved"
-    setting = (f"{config.grpo_steps} steps, groups of {config.group_size}"
-               + ("" if same else f" (the claim's setting is {CLAIM['steps']} steps, groups "
-                  f"of {CLAIM['group_size']})"))
-    figures = (f"the claim's figures are {'reproduced' if reproduced else 'not reproduced'} "
-               f"at this rate: p(correct) {format_number(no_kl)} without KL vs "
-               f"{CLAIM['p_no_kl']:g} claimed, {format_number(kl)} with KL vs "
-               f"{CLAIM['p_kl']:g} claimed (medians over seeds)")
-    order = {
-        "holds": "the ordering (no KL ends higher than KL) holds",
-        "reversed": "the ordering is reversed (KL ends higher)",
-        "unresolved": "the ordering is not resolved (the interval of the gap contains 0)",
-    }[ordering]
-    text = (f"With this implementation ({setting}, plain SGD at learning rate "
-            f"{config.learning_rate:g}, untuned) {figures}; {order}: no KL minus KL "
-            f"{format_number(summary['grpo_kl_gap'])} [{format_number(low)}, "
-            f"{format_number(high)}] (mean paired difference). The rate is not tuned: the "
-            "claim's figures may come from another rate or optimizer, which a learning-rate "
-            "sweep would settle.")
-    return {"figures_reproduced": bool(reproduced), "kl_ordering": ordering,
-            "same_setting": bool(same), "text": text}
-
-
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
-    """Run the study; writes results.parquet, mc.parquet, summary.json, report.md, PNGs."""
-    sweep = Sweep(make_train(config), base_seed=config.base_seed, block_size=config.block_size)
-    result = sweep.run(config.seeds, desc=NAME)
-    out = result.outputs
-    keys = iter(jax.random.split(jax.random.key(config.base_seed + 1), 16))
-
-    notes: dict[str, str] = {}
-
-    def ci(statistic, *x):
+    def __call__(self, statistic: str, *x, data: str | None = None):
+        self.count += 1
+        data = DATA_KINDS.get(statistic, "any") if data is None else data
         iv = reported_interval(statistic, *(np.asarray(v, np.float64) for v in x),
-                               key=next(keys), reps=config.bootstrap_reps,
-                               data=DATA_KINDS.get(statistic, "any"))
-        notes[statistic] = iv.note.rstrip(".")
+                               key=jax.random.fold_in(self.key, self.count), reps=self.reps,
+                               data=data)
+        label = statistic if data == DATA_KINDS.get(statistic, "any") else f"{statistic}_{data}"
+        self.notes.setdefault(label, iv.note.rstrip("."))
         return iv
 
-    err = np.asarray(out["mc_max_abs_err"], np.float64)
-    err_b = np.asarray(out["mc_max_abs_err_baseline"], np.float64)
-    var0 = np.asarray(out["var_no_baseline"], np.float64)
-    var1 = np.asarray(out["var_with_baseline"], np.float64)
-    final_no_kl = np.asarray(out["p_correct_no_kl"][:, -1], np.float64)
-    final_kl = np.asarray(out["p_correct_kl"][:, -1], np.float64)
-    var0_exact = exact_variance(0.0)
-    var1_exact = exact_variance(config.baseline)
+
+def _cells(configs, finals: np.ndarray, ci: _Intervals) -> list[dict[str, Any]]:
+    """One dict per config: its fields and the median final p(correct) with interval."""
+    cells = []
+    for c, cfg in enumerate(configs):
+        x = finals[c]
+        finite = np.isfinite(x)
+        cell = {"config": c, "optimizer": cfg.optimizer,
+                "learning_rate": cfg.learning_rate, "kl_beta": cfg.kl_beta,
+                "clip_epsilon": cfg.clip_epsilon, "nonfinite_seeds": int((~finite).sum())}
+        if finite.all():
+            iv = ci("median", x)
+            cell.update(median=float(np.median(x)), low=float(iv.low), high=float(iv.high),
+                        spread=[float(np.quantile(x, 0.025)), float(np.quantile(x, 0.975))])
+        else:  # excluded from the verdict (status "unknown")
+            cell.update(median=math.nan, low=math.nan, high=math.nan,
+                        spread=[math.nan, math.nan])
+        cell["vs_0.99"] = claim_status(cell["low"], cell["high"], CLAIM["p_no_kl"])
+        cell["vs_0.94"] = claim_status(cell["low"], cell["high"], CLAIM["p_kl"])
+        cells.append(cell)
+    return cells
+
+
+def _find(cells, optimizer: str, lr: float, beta: float, clip: float) -> int | None:
+    for cell in cells:
+        if (cell["optimizer"], cell["learning_rate"], cell["kl_beta"],
+                cell["clip_epsilon"]) == (optimizer, lr, beta, clip):
+            return cell["config"]
+    return None
+
+
+def _headline(cells, finals: np.ndarray, config: Config, ci: _Intervals) -> dict[str, Any]:
+    """The reference setting's beta = 0 and beta = ``kl_beta`` cells and their paired gap
+    (empty when the grid lacks either)."""
+    find = [_find(cells, config.optimizer, config.learning_rate, b, config.clip_epsilon)
+            for b in (0.0, config.kl_beta)]
+    if None in find or find[0] == find[1] or not np.isfinite(finals[find]).all():
+        return {}
+    out: dict[str, Any] = {"grpo_optimizer": config.optimizer,
+                           "grpo_learning_rate": config.learning_rate,
+                           "grpo_kl_beta": config.kl_beta}
+    for name, c in zip(("no_kl", "kl"), find, strict=True):
+        out[f"grpo_p_correct_{name}"] = cells[c]["median"]
+        out[f"grpo_p_correct_{name}_ci"] = [cells[c]["low"], cells[c]["high"]]
+        out[f"grpo_p_correct_{name}_spread"] = cells[c]["spread"]
+    gap = ci("paired_difference", finals[find[0]], finals[find[1]])
+    out["grpo_kl_gap"] = float(gap.point)
+    out["grpo_kl_gap_ci"] = [float(gap.low), float(gap.high)]
+    return out
+
+
+def _monte_carlo(config: Config, ci: _Intervals) -> tuple[dict[str, Any], dict, Any]:
+    result = Sweep(make_mc_train(config), base_seed=config.base_seed,
+                   block_size=config.block_size).run(config.seeds, desc=NAME + "-mc")
+    out = {k: np.asarray(v, np.float64) for k, v in result.outputs.items()}
+    err, var0, var1 = out["mc_max_abs_err"], out["var_no_baseline"], out["var_with_baseline"]
     # Samples needed for the *largest* of the four components' errors to stay below the
-    # tolerance on most keys: each component's error is ~ N(0, var_j / n); we solve for
-    # n at which the median of the max is the tolerance by simulation-free bound using the
+    # tolerance on most keys: each component's error is ~ N(0, var_j / n); with the
     # largest per-component variance and the 75th percentile of |N(0,1)| (1.15).
     var_all = [exact_variance(0.0, j) for j in range(4)]
-    n_needed = math.ceil((1.15 * math.sqrt(max(var_all)) / config.tolerance) ** 2)
-
-    summary: dict[str, Any] = {
-        "experiment": NAME,
-        "seeds": config.seeds,
-        "samples": config.samples,
+    summary = {
         "exact_gradient": [round(float(x), 6) for x in exact_gradient()],
         "mc_grad_max_abs_err_median": float(np.median(err)),
         "mc_grad_max_abs_err_median_ci": list(ci("median", err)[1:3]),
         "mc_grad_max_abs_err_quantiles": {q: float(np.quantile(err, float(q)))
                                           for q in ("0.05", "0.25", "0.5", "0.75", "0.95")},
         "mc_grad_within_tolerance_fraction": float(np.mean(err <= config.tolerance)),
-        "mc_grad_max_abs_err_with_baseline_median": float(np.median(err_b)),
-        "mc_samples_for_tolerance_on_most_keys": n_needed,
+        "mc_grad_max_abs_err_with_baseline_median": float(np.median(out[
+            "mc_max_abs_err_baseline"])),
+        "mc_samples_for_tolerance_on_most_keys": math.ceil(
+            (1.15 * math.sqrt(max(var_all)) / config.tolerance) ** 2),
         "var_no_baseline": float(np.mean(var0)),
         "var_no_baseline_ci": list(ci("mean", var0)[1:3]),
         "var_with_baseline": float(np.mean(var1)),
         "var_with_baseline_ci": list(ci("mean", var1)[1:3]),
-        "var_no_baseline_exact": var0_exact,
-        "var_with_baseline_exact": var1_exact,
-        "grpo_learning_rate": config.learning_rate,
-        "grpo_kl_beta": config.kl_beta,
+        "var_no_baseline_exact": exact_variance(0.0),
+        "var_with_baseline_exact": exact_variance(config.baseline),
+    }
+    return summary, out, result
+
+
+def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, Any]:
+    """Run the study: the Monte Carlo sweep, then GRPO over ``grid`` (default: the
+    optimizers' rates x ``kl_betas``; a one-row grid with ``sweep=false``).
+
+    Writes results.parquet (one row per (config, seed): the swept fields, ``seed``,
+    final ``p_correct``), curves.parquet, mc.parquet, summary.json, report.md and PNGs
+    (the MC error histogram, p(correct) curves, the rate x beta heat map).
+    """
+    from experiments import four_answer_plots as plots
+
+    if grid is None:
+        grid = default_grid(config) if config.sweep else single_grid(
+            config, ("optimizer",) + Config.TRACED)
+    fields = CELL_FIELDS + tuple(f for f in grid.fields if f not in CELL_FIELDS)
+    configs = grid.configs(config)
+    ci = _Intervals(config)
+    mc_summary, mc, mc_result = _monte_carlo(config, ci)
+    result = run_grid(make_train, configs, Config.TRACED, config.seeds,
+                      base_seed=config.base_seed, block_size=config.block_size,
+                      desc=NAME + "-grpo")
+    curves = np.asarray(result.outputs["p_correct"])  # [K, S, steps + 1]
+    finals = curves[:, :, -1].astype(np.float64)
+    cells = _cells(configs, finals, ci)
+    def paired_gap(a: int, b: int) -> list[float]:
+        iv = ci("paired_difference", finals[a], finals[b], data="any")
+        return [float(iv.point), float(iv.low), float(iv.high)]
+
+    judged = claim_verdict(cells, steps=config.grpo_steps, group_size=config.group_size,
+                           seeds=config.seeds, paired_gap=paired_gap)
+    seconds = mc_result.run_seconds + result.run_seconds
+    summary: dict[str, Any] = {
+        "experiment": NAME, "seeds": config.seeds, "samples": config.samples, **mc_summary,
         "grpo_p_correct_start": PROBS[CORRECT],
-        "grpo_p_correct_no_kl": float(np.median(final_no_kl)),
-        "grpo_p_correct_no_kl_ci": list(ci("median", final_no_kl)[1:3]),
-        "grpo_p_correct_no_kl_spread": [float(np.quantile(final_no_kl, 0.025)),
-                                        float(np.quantile(final_no_kl, 0.975))],
-        "grpo_p_correct_kl": float(np.median(final_kl)),
-        "grpo_p_correct_kl_ci": list(ci("median", final_kl)[1:3]),
-        "grpo_p_correct_kl_spread": [float(np.quantile(final_kl, 0.025)),
-                                     float(np.quantile(final_kl, 0.975))],
-        "grpo_kl_gap": float(np.mean(final_no_kl - final_kl)),
-        "grpo_kl_gap_ci": list(ci("paired_difference", final_no_kl, final_kl)[1:3]),
+        **_headline(cells, finals, config, ci),
+        "grid": {**grid.record(), "seeds_per_config": config.seeds,
+                 "programs": [dict(p) for p in result.programs]},
+        "cells": cells,
         "advantage_table": advantage_table(),
         "advantage_groups": [list(g) for g in ADVANTAGE_GROUPS],
         "clip_examples": clip_examples(config.clip_epsilon),
-        "seeds_per_second": config.seeds * result.timed_fraction / max(result.run_seconds, 1e-9),
-        "compile_seconds": result.compile_seconds,
+        "seed_runs_per_second": (config.seeds * (len(configs) + 1) / max(seconds, 1e-9)),
+        "compile_seconds": mc_result.compile_seconds + result.compile_seconds,
+        "interval_notes": ci.notes, "claim": CLAIM_TEXT, "claim_figures": dict(CLAIM),
+        "claim_tolerance": CLAIM_TOLERANCE,
     }
-    summary["interval_notes"] = notes
-    summary["claim"] = CLAIM_TEXT
-    summary["claim_figures"] = dict(CLAIM)
-    judged = verdict(summary, config)
     summary["verdict"] = judged.pop("text")
     summary["verdict_details"] = judged
-    io.write_parquet(out_dir / "results.parquet", _curves_table(out))
+    columns = grid_columns(configs, fields)
+    k, s = finals.shape
+    io.write_parquet(out_dir / "results.parquet", pd.DataFrame({
+        **{name: np.repeat(v, s) for name, v in columns.items()},
+        "seed": np.tile(result.seed_ids.astype(np.int32), k),
+        "p_correct": finals.reshape(-1)}))
+    io.write_parquet(out_dir / "curves.parquet", _curves_table(curves))
     io.write_parquet(out_dir / "mc.parquet", pd.DataFrame({
-        "seed": np.arange(config.seeds, dtype=np.int32), "mc_max_abs_err": err,
-        "mc_max_abs_err_baseline": err_b, "var_no_baseline": var0, "var_with_baseline": var1}))
+        "seed": np.arange(config.seeds, dtype=np.int32), **mc}))
     io.write_json(out_dir / "summary.json", summary)
-    _plots(out, err, config, out_dir)
-    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    plots.write_plots(summary, curves, mc["mc_max_abs_err"], config, out_dir)
+    io.atomic_write_text(out_dir / "report.md", plots.report_markdown(summary, config))
     return summary
 
 
-def _curves_table(out: dict[str, np.ndarray]) -> pd.DataFrame:
-    frames = []
-    for variant in ("no_kl", "kl"):
-        curves = np.asarray(out[f"p_correct_{variant}"])
-        seeds, steps = curves.shape
-        frames.append(pd.DataFrame({
-            "seed": np.repeat(np.arange(seeds, dtype=np.int32), steps),
-            "step": np.tile(np.arange(steps, dtype=np.int32), seeds),
-            "variant": variant,
-            "p_correct": curves.reshape(-1),
-        }))
-    return pd.concat(frames, ignore_index=True)
-
-
-def _plots(out, err, config: Config, out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.hist(err, bins=60)
-    ax.axvline(config.tolerance, color="red", linestyle="--", label=f"{config.tolerance:g}")
-    ax.set_xlabel(f"max |MC gradient - exact| over 4 logits ({config.samples} samples)")
-    ax.set_ylabel("seeds")
-    ax.legend()
-    io.write_figure(out_dir / "mc_gradient_error.png", fig)
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for variant, label in (("no_kl", "GRPO, no KL"), ("kl", f"GRPO, KL beta={config.kl_beta:g}")):
-        curves = np.asarray(out[f"p_correct_{variant}"])
-        steps = np.arange(curves.shape[1])
-        ax.plot(steps, np.median(curves, axis=0), label=f"{label} (median)")
-        ax.fill_between(steps, np.quantile(curves, 0.25, axis=0),
-                        np.quantile(curves, 0.75, axis=0), alpha=0.25)
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("p(correct answer)")
-    ax.set_title("median and interquartile range over seeds")
-    ax.legend()
-    io.write_figure(out_dir / "grpo_p_correct.png", fig)
-
-
-def report_markdown(summary: dict[str, Any], config: Config) -> str:
-    s = summary
-    figures = [
-        Figure("exact gradient dJ/dz", None, note=str(s["exact_gradient"])),
-        Figure(f"max abs error of the MC gradient, {config.samples} samples (median)",
-               s["mc_grad_max_abs_err_median"], *s["mc_grad_max_abs_err_median_ci"],
-               f"{100 * s['mc_grad_within_tolerance_fraction']:.1f} % of seeds within "
-               f"{config.tolerance:g}"),
-        Figure("variance of g_correct, no baseline (empirical)", s["var_no_baseline"],
-               *s["var_no_baseline_ci"], f"exact {s['var_no_baseline_exact']:.4f}"),
-        Figure(f"variance of g_correct, baseline {config.baseline:g} (empirical)",
-               s["var_with_baseline"], *s["var_with_baseline_ci"],
-               f"exact {s['var_with_baseline_exact']:.4f}"),
-        Figure(f"GRPO p(correct) after {config.grpo_steps} steps, no KL (median)",
-               s["grpo_p_correct_no_kl"], *s["grpo_p_correct_no_kl_ci"],
-               f"2.5-97.5 % of seeds: {format_number(s['grpo_p_correct_no_kl_spread'][0])}-"
-               f"{format_number(s['grpo_p_correct_no_kl_spread'][1])}"),
-        Figure(f"GRPO p(correct) after {config.grpo_steps} steps, KL beta {config.kl_beta:g}",
-               s["grpo_p_correct_kl"], *s["grpo_p_correct_kl_ci"],
-               f"2.5-97.5 % of seeds: {format_number(s['grpo_p_correct_kl_spread'][0])}-"
-               f"{format_number(s['grpo_p_correct_kl_spread'][1])}"),
-        Figure("GRPO p(correct): no KL minus KL (mean paired difference)", s["grpo_kl_gap"],
-               *s["grpo_kl_gap_ci"], "same sampling keys per seed"),
-    ]
-    adv_rows = "\n".join(
-        f"| {g} | {', '.join(f'{x:.4f}' for x in row)} |"
-        for g, row in zip(s["advantage_groups"], s["advantage_table"], strict=True))
-    clip_rows = "\n".join(
-        f"| {c['advantage']:+g} | {c['ratio']:g} | {c['objective']:+.3f} |"
-        for c in s["clip_examples"])
-    return "\n".join([
-        f"# {NAME}", "", DESCRIPTION + ".", "",
-        f"{config.seeds} seeds. Policy (0.4, 0.3, 0.2, 0.1) as softmax logits; only answer 3 "
-        "(p = 0.2) is rewarded.", "",
-        figures_table(figures), "",
-        "## Claim and verdict", "",
-        f"Claim (the post): {s['claim']}.", "",
-        f"Verdict: {s['verdict']}", "",
-        "## GRPO advantages, groups of 4 (population std, epsilon 1e-6)", "",
-        "| rewards | advantages |", "|---|---|", adv_rows, "",
-        f"## PPO clipped objective, epsilon {config.clip_epsilon:g}", "",
-        "| A | r | min(rA, clip(r)A) |", "|---|---|---|", clip_rows, "",
-        "## Reading", "",
-        f"The single-sample estimator is unbiased, but one sample is noisy: the variance of the "
-        f"correct logit's estimate is {format_number(s['var_no_baseline'])} without a baseline "
-        f"(exact {s['var_no_baseline_exact']:.4f}) and {format_number(s['var_with_baseline'])} "
-        f"with the baseline {config.baseline:g} (exact {s['var_with_baseline_exact']:.4f}), "
-        f"a {100 * (1 - s['var_with_baseline_exact'] / s['var_no_baseline_exact']):.0f} % cut. "
-        f"Averaged over {config.samples} samples the worst of the four logits is off by "
-        f"{format_number(s['mc_grad_max_abs_err_median'])} in the median seed; only "
-        f"{100 * s['mc_grad_within_tolerance_fraction']:.1f} % of seeds are within "
-        f"{config.tolerance:g}. That tolerance is below the Monte Carlo standard error "
-        f"(sqrt(0.1024 / {config.samples}) = {math.sqrt(0.1024 / config.samples):.4f} for the "
-        f"correct logit alone): meeting it on most keys needs about "
-        f"{s['mc_samples_for_tolerance_on_most_keys']:,} samples, not {config.samples:,}.",
-        "",
-        f"GRPO with groups of {config.group_size}, plain SGD at learning rate "
-        f"{config.learning_rate:g} (the rate of the chain study, not tuned here), clip "
-        f"{config.clip_epsilon:g}, one inner iteration: p(correct) goes from 0.2 to "
-        f"{format_number(s['grpo_p_correct_no_kl'])} (median) without KL and "
-        f"{format_number(s['grpo_p_correct_kl'])} with a k3 KL penalty of beta "
-        f"{config.kl_beta:g} (DeepSeekMath's default) to the starting policy, which holds "
-        "the policy back towards its start.", "",
-        "## Procedure", "",
-        "Intervals over seeds (`rljax.stats.reported.reported_interval`): medians (errors, "
-        f"p(correct)): {s['interval_notes']['median']}; means (variances): "
-        f"{s['interval_notes']['mean']}; the no KL - KL gap: "
-        f"{s['interval_notes']['paired_difference']} ({config.bootstrap_reps} resamples "
-        "where the method resamples). Empirical variances use ddof = 1 within each seed's "
-        "samples. Both GRPO variants use the same sampling keys per seed. The policy and "
-        "the rewarded answer are fixed (no data draw varies across seeds); seeds vary the "
-        "Monte Carlo samples and GRPO's sampled groups.", "",
-    ])
+def _curves_table(curves: np.ndarray) -> pd.DataFrame:
+    """Per config and step: median and quartiles of p(correct) over seeds."""
+    k, _, steps = curves.shape
+    q = np.quantile(curves, [0.25, 0.5, 0.75], axis=1)  # [3, K, steps]
+    return pd.DataFrame({
+        "config": np.repeat(np.arange(k, dtype=np.int32), steps),
+        "step": np.tile(np.arange(steps, dtype=np.int32), k),
+        "p_correct_q25": q[0].reshape(-1), "p_correct_median": q[1].reshape(-1),
+        "p_correct_q75": q[2].reshape(-1)})

@@ -28,6 +28,21 @@ every seed; its intervals then speak for that one bank only (review of issue 14:
 GDRO's gain over uniform was +5.5 %, +6.1 % and +6.75 % on three fixed banks, with
 non-overlapping intervals, so a fixed bank understates the uncertainty about the method).
 
+**Every method's learning rate is tuned with the same budget** (``rljax.tune``; the
+protocol of Patterson et al. 2024, "Empirical design in reinforcement learning", JMLR 25,
+Sec. 5): each method runs the same ``K`` configurations (the rates of ``lr_grid``, or of
+``--grid learning_rate=...``) on the same *tuning seeds* (ids ``0 .. tuning_seeds - 1``);
+the configuration with the highest mean pass@8 there is re-run on fresh *evaluation
+seeds* (ids ``tuning_seeds .. tuning_seeds + seeds - 1``; with per-seed banks these are
+fresh banks as well) and only those scores are reported, with the selection's optimism
+(tuning minus evaluation score) and the paired difference from uniform's winner on the
+same evaluation seeds (p-values Holm-adjusted over the comparisons). The learning rate
+and the two samplers' step sizes are *traced* (``Config.TRACED``: read from ``hparams``,
+so one compiled program runs every rate of a method, vmapped with the seeds); the method
+is *structural* (``Config.STRUCTURAL``: one compiled program per method, ``--grid
+method=uniform,prompt_gdro`` to choose them). A method with rate ``r`` alone is bitwise
+its cell inside any grid (fixed blocks, seed ``i``'s key from ``i`` alone).
+
 Reported per seed: exact pass@8 of the final policy over all prompts and over the hardest
 prompts (initial success probability below ``hard_p0``), the signal fraction of each
 step, the samplers' bin weights / rollout allocations over training, and the bank's
@@ -36,7 +51,9 @@ mean initial success and number of hard prompts.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pandas as pd
+import scipy.stats
 
 from rljax import io, stats
 from rljax.algorithms import GroupBatch, grpo
@@ -60,10 +78,11 @@ from rljax.curriculum import (
     uniform_sampler,
 )
 from rljax.envs import PromptBank
+from rljax.grid import ConfigTable
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import measured_coverage, recommended_method, reported_interval
-from rljax.sweep import Sweep
+from rljax.sweep import MAX_SEEDS, Sweep
 
 NAME = "gdro"
 DESCRIPTION = ("Uniform GRPO vs dynamic sampling vs Prompt-GDRO vs Rollout-GDRO at equal "
@@ -75,6 +94,8 @@ BANK_MODES = ("per_seed", "fixed")
 #: intervals are held to the coverage measured on symmetric data
 #: (rljax.stats.coverage.DATA_KINDS; the note gives the worst case over all kinds).
 DATA_KIND = "symmetric"
+#: Each method's score over seeds: the mean (the paired differences are of means too).
+STATISTIC = "mean"
 BOOTSTRAP_METHODS = ("percentile", "basic", "bca")
 #: ``fold_in`` data of the per-seed bank's key (the bytes "bank"; far from the small
 #: counters ``split`` uses, so the bank's stream is not one of the step keys').
@@ -92,10 +113,10 @@ class Config:
     TRACED: ClassVar[tuple[str, ...]] = TRACED
     STRUCTURAL: ClassVar[tuple[str, ...]] = ("method",)
 
-    method: str = "all"  # or one of METHODS
-    lr_grid: str = "0.5,1,2,4,8,16,32,64"
-    tuning_seeds: int = 64
-    seeds: int = 256
+    method: str = "all"  # the four METHODS, or one of them
+    lr_grid: str = "0.5,2,8,32,128,512,2048,8192"  # rates each method is tuned over
+    tuning_seeds: int = 128  # seed ids 0 .. tuning_seeds - 1 pick each method's rate
+    seeds: int = 256  # fresh evaluation seeds, ids tuning_seeds .. tuning_seeds + seeds - 1
     block_size: int = 256
     base_seed: int = 0
     bank: str = "per_seed"  # or "fixed": one bank from bank_seed for every seed
@@ -105,7 +126,7 @@ class Config:
     prompts_per_step: int = 16
     group_size: int = 8
     budget_steps: int = 150
-    learning_rate: float = 8.0
+    learning_rate: float = 8.0  # one-rate runs (lr_grid empty); the fixed-rate reference
     oversample: int = 4
     n_min: int = 2
     n_max: int = 16
@@ -129,8 +150,31 @@ class Config:
         """Rollouts per seed for every method."""
         return self.budget_steps * self.prompts_per_step * self.group_size
 
+    def rates(self) -> tuple[float, ...]:
+        """The learning rates of a plain run: ``lr_grid``'s, or ``(learning_rate,)`` when
+        ``lr_grid`` is empty."""
+        text = self.lr_grid.strip()
+        if not text:
+            return (self.learning_rate,)
+        message = (f"lr_grid: must be comma-separated distinct finite numbers > 0 (or empty "
+                   f"for learning_rate alone), got {self.lr_grid!r}")
+        try:
+            rates = tuple(float(v) for v in text.split(","))
+        except ValueError:
+            raise ConfigError(message) from None
+        if (len(set(rates)) != len(rates)
+                or not all(math.isfinite(r) and r > 0 for r in rates)):
+            raise ConfigError(message)
+        return rates
+
     def validate(self) -> None:
+        require_choice("method", self.method, ("all", *METHODS))
+        self.rates()
+        require_int("tuning_seeds", self.tuning_seeds, 2)
         require_int("seeds", self.seeds, 2)
+        if self.tuning_seeds + self.seeds > MAX_SEEDS:  # the evaluation ids follow the tuning ids
+            raise ConfigError(f"seeds: tuning_seeds + seeds must be <= {MAX_SEEDS} (int32 seed "
+                              f"ids), got {self.tuning_seeds} + {self.seeds}")
         for name in ("block_size", "num_prompts", "prompts_per_step", "budget_steps",
                      "oversample", "window", "pass_k", "bootstrap_reps"):
             require_int(name, getattr(self, name), 1)
@@ -339,6 +383,10 @@ def _rel_gain(a, b):
 def _interval(statistic, *samples, key, config: Config) -> dict[str, Any]:
     iv = reported_interval(statistic, *samples, key=key, reps=config.bootstrap_reps,
                            data=DATA_KIND)
+    return _reported(iv)
+
+
+def _reported(iv: Any) -> dict[str, Any]:
     return {"point": float(iv.point), "ci": [float(iv.low), float(iv.high)],
             "method": iv.method, "coverage": iv.coverage, "note": iv.note.rstrip(".")}
 
@@ -361,107 +409,341 @@ def _relative_gain(a, b, *, key, config: Config) -> dict[str, Any]:
             "coverage": measured_coverage(method, "paired_difference", n, DATA_KIND)}
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
-    """Run the study; writes results.parquet, summary.json, report.md and figures."""
-    outputs, seconds = {}, {}
-    for method in METHODS:
-        train = make_train(config, method)
-        result = Sweep(train, base_seed=config.base_seed,
-                       block_size=config.block_size).run(config.seeds, desc=f"{NAME}:{method}")
-        outputs[method] = result.outputs
-        seconds[method] = result.compile_seconds + result.run_seconds
+@dataclass(frozen=True)
+class Plan:
+    """What a run compares (built by :func:`plan`).
+
+    Attributes:
+      methods: the methods, in the order they first appear.
+      rows: ``{method: [K] traced rows}`` (``{field: value}`` of ``TRACED``); every method
+        gets the same number ``K`` (the equal tuning budget).
+      index: ``{method: [K] positions}`` of those configurations in the run's list of
+        configurations (the ``config`` column of results.parquet; a grid's own order).
+    """
+
+    methods: tuple[str, ...]
+    rows: dict[str, list[dict[str, Any]]]
+    index: dict[str, list[int]]
+
+    @property
+    def num_configs(self) -> int:
+        """``K``: configurations per method."""
+        return len(self.rows[self.methods[0]])
+
+
+def plan(config: Config, grid: Any = None) -> Plan:
+    """The methods and the configurations each is tuned over.
+
+    The rates come from a ``--grid learning_rate=...`` (or ``--sample``) when the grid
+    sweeps ``learning_rate``, else from ``config.rates()`` (``lr_grid``; empty:
+    ``learning_rate`` alone), crossed with the grid's other rows. The methods come from a
+    ``--grid method=...`` (structural: one compiled program per method), else from
+    ``config.method`` (``"all"``: the four). The grid is a product, so every method gets
+    the same configurations; a sampled method (which would not) or ``"all"`` inside a
+    method grid raises :class:`ConfigError` naming ``method``.
+
+    Args:
+      config: the run's config.
+      grid: a :class:`rljax.grid.Grid` or None (a plain run).
+
+    Returns:
+      :class:`Plan`.
+    """
+    fields = tuple(grid.fields) if grid is not None else ()
+    if grid is not None and "method" in grid.spec.get("sample", {}):
+        raise ConfigError("method: give the methods with --grid method=...; a sampled method "
+                          "would not give every method the same configurations")
+    settings = [dict(r) for r in grid.rows] if grid is not None else [{}]
+    if "learning_rate" not in fields:
+        settings = [{**s, "learning_rate": r} for s in settings for r in config.rates()]
+    if "method" not in fields:
+        methods = METHODS if config.method == "all" else (config.method,)
+        settings = [{"method": m, **s} for m in methods for s in settings]
+    elif any(s["method"] == "all" for s in settings):
+        raise ConfigError(f"method: a grid over method lists the methods themselves "
+                          f"({', '.join(METHODS)}), not 'all'")
+    rows: dict[str, list[dict[str, Any]]] = {}
+    index: dict[str, list[int]] = {}
+    for c, s in enumerate(settings):
+        full = dataclasses.replace(config, **s)
+        rows.setdefault(full.method, []).append({f: getattr(full, f) for f in TRACED})
+        index.setdefault(full.method, []).append(c)
+    return Plan(methods=tuple(rows), rows=rows, index=index)
+
+
+def _runner(config: Config, method: str, rows: list[dict[str, Any]], split: Any,
+            store: dict[str, Any]) -> Any:
+    """``run_configs(indices, first_seed, num_seeds) -> pass@8 [len(indices), num_seeds]``
+    for :func:`rljax.tune.tune`: one compiled program for ``method`` (built once, reused
+    for the tuning and the evaluation seeds), its rates vmapped with the seeds. Every
+    call's outputs are kept in ``store[phase]`` with the config indices."""
+    sweep = Sweep(make_train(dataclasses.replace(config, method=method)),
+                  base_seed=config.base_seed, block_size=config.block_size)
+
+    def run_configs(indices, first_seed, num_seeds):
+        indices = np.asarray(indices, np.int64)
+        phase = "evaluation" if first_seed == split.evaluation_first else "tuning"
+        start = time.perf_counter()
+        result = sweep.run(int(num_seeds), first_seed=int(first_seed),
+                           configs=ConfigTable.from_rows([rows[int(i)] for i in indices]),
+                           desc=f"{NAME}:{method}:{phase}")
+        store[phase] = {"indices": indices, "first_seed": int(first_seed),
+                        "outputs": result.outputs,
+                        "seconds": time.perf_counter() - start}
+        return np.asarray(result.outputs["pass8"], np.float64)
+
+    return run_configs
+
+
+def run(config: Config, out_dir: Path, grid: Any = None) -> dict[str, Any]:
+    """Tune every method's rate on the tuning seeds, evaluate the winners on fresh seeds.
+
+    Each method gets the same configurations (``K`` rates) and the same tuning seeds
+    (ids ``0 .. tuning_seeds - 1``); the configuration with the highest mean pass@8 there
+    is re-run on the evaluation seeds (ids ``tuning_seeds ..``; their banks are fresh
+    draws too) and compared with uniform's winner on those seeds, pairwise
+    (:func:`rljax.tune.equal_budget`). Writes results.parquet, summary.json, report.md,
+    sensitivity.png and curriculum.png.
+
+    Args:
+      config: the study's config.
+      out_dir: the run directory.
+      grid: a :class:`rljax.grid.Grid` (``rljax run gdro --grid ...``) or None.
+
+    Returns:
+      The summary dict.
+    """
+    from rljax.tune import equal_budget, seed_split, tune
+
+    the_plan = plan(config, grid)
+    split = seed_split(tuning_seeds=config.tuning_seeds, evaluation_seeds=config.seeds,
+                       first_seed=0)
+    stores = {m: {} for m in the_plan.methods}
+    runners = {m: _runner(config, m, the_plan.rows[m], split, stores[m])
+               for m in the_plan.methods}
     keys = iter(jax.random.split(jax.random.key(config.base_seed + 5), 64))
-    scores = {m: np.asarray(outputs[m]["pass8"], np.float64) for m in METHODS}
-    hard_scores = {m: np.asarray(outputs[m]["hard_pass8"], np.float64) for m in METHODS}
-    iqm = {m: _interval("iqm", scores[m], key=next(keys), config=config) for m in METHODS}
-    hard_iqm = {m: _interval("iqm", hard_scores[m], key=next(keys), config=config)
-                for m in METHODS}
-    rel, rel_hard, diff = {}, {}, {}
-    for m in METHODS[1:]:
-        rel[m] = _relative_gain(scores[m], scores["uniform"], key=next(keys), config=config)
-        rel_hard[m] = _relative_gain(hard_scores[m], hard_scores["uniform"], key=next(keys),
-                                     config=config)
-        diff[m] = _interval("paired_difference", scores[m], scores["uniform"], key=next(keys),
-                            config=config)
-    mean_p0 = np.asarray(outputs["uniform"]["bank_mean_p0"], np.float64)
-    hard_count = np.asarray(outputs["uniform"]["bank_hard_prompts"], np.float64)
-    summary: dict[str, Any] = {
+    k = the_plan.num_configs
+    reference = "uniform" if "uniform" in the_plan.methods else the_plan.methods[0]
+    common = dict(split=split, statistic=STATISTIC, key=next(keys), reps=config.bootstrap_reps,
+                  data=DATA_KIND)
+    if len(the_plan.methods) > 1:
+        cmp = equal_budget(runners, num_configs={m: k for m in the_plan.methods},
+                           reference=reference, **common)
+        results, differences = cmp.results, cmp.differences
+    else:
+        m = the_plan.methods[0]
+        results, differences = {m: tune(runners[m], num_configs=k, **common)}, {}
+    summary = _summarise(config, grid, the_plan, split, results, differences, stores,
+                         reference, keys)
+    io.write_parquet(out_dir / "results.parquet", _table(the_plan, split, stores))
+    io.write_json(out_dir / "summary.json", summary)
+    _plots(config, the_plan, results, stores, keys, out_dir)
+    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    return summary
+
+
+def _winner(stores: dict[str, Any], m: str) -> dict[str, np.ndarray]:
+    """Method ``m``'s winner on the evaluation seeds: ``{output: [E, ...]}``."""
+    return {name: np.asarray(v)[0] for name, v in stores[m]["evaluation"]["outputs"].items()}
+
+
+def _fixed_rate(config: Config, the_plan: Plan, results: dict[str, Any], reference: str,
+                keys: Any) -> dict[str, Any] | None:
+    """The configuration of ``config``'s own traced values (the old shared rate 8.0 by
+    default) on the tuning seeds, where every method ran it: not selected, so its
+    tuning-seed scores are unbiased. None when some method's grid lacks it."""
+    own = {f: getattr(config, f) for f in TRACED}
+    at = {}
+    for m in the_plan.methods:
+        hits = [c for c, row in enumerate(the_plan.rows[m])
+                if all(np.float32(row[f]) == np.float32(own[f]) for f in TRACED)]
+        if not hits:
+            return None
+        at[m] = np.asarray(results[m].tuning_scores, np.float64)[hits[0]]
+    out: dict[str, Any] = {"learning_rate": config.learning_rate, "seeds": "tuning",
+                           "pass8": {}, "pass8_ci": {}, "pass8_diff": {}, "pass8_diff_ci": {}}
+    for m in the_plan.methods:
+        iv = _interval(STATISTIC, at[m], key=next(keys), config=config)
+        out["pass8"][m], out["pass8_ci"][m] = iv["point"], iv["ci"]
+        if m != reference:
+            d = _interval("paired_difference", at[m], at[reference], key=next(keys),
+                          config=config)
+            out["pass8_diff"][m], out["pass8_diff_ci"][m] = d["point"], d["ci"]
+    return out
+
+
+def _summarise(config, grid, the_plan, split, results, differences, stores, reference,
+               keys) -> dict[str, Any]:
+    methods = the_plan.methods
+    others = [m for m in methods if m != reference]
+    won = {m: _winner(stores, m) for m in methods}
+    scores = {m: np.asarray(results[m].evaluation_scores, np.float64) for m in methods}
+    hard = {m: np.asarray(won[m]["hard_pass8"], np.float64) for m in methods}
+    hard_iv = {m: _interval(STATISTIC, hard[m], key=next(keys), config=config) for m in methods}
+    pvalues = {m: float(scipy.stats.ttest_rel(scores[m], scores[reference]).pvalue)
+               for m in others}
+    holm = (dict(zip(others, stats.holm([pvalues[m] for m in others]).adjusted.tolist(),
+                     strict=True)) if others else {})
+    rel = {m: _relative_gain(scores[m], scores[reference], key=next(keys), config=config)
+           for m in others}
+    rel_hard = {m: _relative_gain(hard[m], hard[reference], key=next(keys), config=config)
+                for m in others}
+    chosen = {m: the_plan.rows[m][results[m].best] for m in methods}
+    mean_p0 = np.asarray(won[reference]["bank_mean_p0"], np.float64)
+    hard_count = np.asarray(won[reference]["bank_hard_prompts"], np.float64)
+    first = results[reference]
+    diff_note = next(iter(differences.values())).note.rstrip(".") if differences else None
+    return {
         "experiment": NAME,
-        "seeds": config.seeds,
+        "methods": list(methods),
+        "reference": reference,
+        "protocol": {
+            "statistic": STATISTIC,
+            "selection": "highest mean pass@8 over the tuning seeds (ties: the lowest index)",
+            "configs_per_method": {m: len(the_plan.rows[m]) for m in methods},
+            "tuning_seed_ids": [split.tuning_first, split.tuning_first + split.tuning_count - 1],
+            "evaluation_seed_ids": [split.evaluation_first,
+                                    split.evaluation_first + split.evaluation_count - 1],
+            "tuning_seeds": split.tuning_count, "evaluation_seeds": split.evaluation_count,
+            "learning_rates": {m: [r["learning_rate"] for r in the_plan.rows[m]]
+                               for m in methods},
+            "grid": grid.record() if grid is not None else None,
+            "holm": "Holm-adjusted over the comparisons with the reference",
+        },
         "budget_rollouts_per_seed": config.budget,
         "bank": {"mode": config.bank,
                  "bank_seed": config.bank_seed if config.bank == "fixed" else None,
                  "prompts": config.num_prompts, "answers": config.num_answers,
+                 "seeds": "evaluation",
                  "distinct_banks": int(np.unique(mean_p0).size),
                  "mean_p0": float(mean_p0.mean()),
                  "mean_p0_range": [float(mean_p0.min()), float(mean_p0.max())],
                  "hard_prompts": float(hard_count.mean()),
                  "hard_prompts_range": [int(hard_count.min()), int(hard_count.max())],
                  "hard_p0": config.hard_p0},
-        "pass8": {m: iqm[m]["point"] for m in METHODS},
-        "pass8_ci": {m: iqm[m]["ci"] for m in METHODS},
-        "hard_pass8": {m: hard_iqm[m]["point"] for m in METHODS},
-        "hard_pass8_ci": {m: hard_iqm[m]["ci"] for m in METHODS},
-        "rel_gain": {m: rel[m]["point"] for m in rel},
-        "rel_gain_ci": {m: rel[m]["ci"] for m in rel},
-        "hard_rel_gain": {m: rel_hard[m]["point"] for m in rel_hard},
-        "hard_rel_gain_ci": {m: rel_hard[m]["ci"] for m in rel_hard},
-        "pass8_diff": {m: diff[m]["point"] for m in diff},
-        "pass8_diff_ci": {m: diff[m]["ci"] for m in diff},
+        "chosen_learning_rate": {m: chosen[m]["learning_rate"] for m in methods},
+        "chosen_config": chosen,
+        "tuning_pass8": {m: float(results[m].tuning_point) for m in methods},
+        "pass8": {m: float(results[m].evaluation.point) for m in methods},
+        "pass8_ci": {m: [float(results[m].evaluation.low), float(results[m].evaluation.high)]
+                     for m in methods},
+        "optimism": {m: float(results[m].optimism.point) for m in methods},
+        "optimism_ci": {m: [float(results[m].optimism.low), float(results[m].optimism.high)]
+                        for m in methods},
+        "pass8_diff": {m: float(differences[m].point) for m in others},
+        "pass8_diff_ci": {m: [float(differences[m].low), float(differences[m].high)]
+                          for m in others},
+        "pass8_diff_p": pvalues,
+        "pass8_diff_p_holm": holm,
+        "rel_gain": {m: rel[m]["point"] for m in others},
+        "rel_gain_ci": {m: rel[m]["ci"] for m in others},
+        "hard_pass8": {m: hard_iv[m]["point"] for m in methods},
+        "hard_pass8_ci": {m: hard_iv[m]["ci"] for m in methods},
+        "hard_rel_gain": {m: rel_hard[m]["point"] for m in others},
+        "hard_rel_gain_ci": {m: rel_hard[m]["ci"] for m in others},
+        "tuning_curve": {m: {"learning_rate": [r["learning_rate"] for r in the_plan.rows[m]],
+                             "pass8": np.asarray(results[m].tuning_scores, np.float64)
+                             .mean(axis=1).tolist()} for m in methods},
+        "fixed_rate": _fixed_rate(config, the_plan, results, reference, keys),
         "intervals": {
-            "iqm": {"method": iqm["uniform"]["method"],
-                    "coverage": iqm["uniform"]["coverage"], "note": iqm["uniform"]["note"]},
-            "paired_difference": {"method": diff["dynamic"]["method"],
-                                  "coverage": diff["dynamic"]["coverage"],
-                                  "note": diff["dynamic"]["note"]},
-            "rel_gain": {"method": rel["dynamic"]["method"],
-                         "coverage": rel["dynamic"]["coverage"],
-                         "coverage_of": "paired_difference"},
+            "evaluation": {"method": first.evaluation.method,
+                           "coverage": first.evaluation.coverage,
+                           "note": first.evaluation.note.rstrip(".")},
+            "optimism": {"method": first.optimism.method,
+                         "note": str(first.optimism.note).rstrip(".")},
+            "paired_difference": {"note": diff_note},
+            "rel_gain": ({"method": rel[others[0]]["method"],
+                          "coverage": rel[others[0]]["coverage"],
+                          "coverage_of": "paired_difference"} if others else None),
+            "hard": {"note": hard_iv[reference]["note"]},
         },
-        "rollouts_total": {m: float(np.mean(outputs[m]["rollouts"])) for m in METHODS},
-        "updates": {m: float(np.mean(outputs[m]["updates"])) for m in METHODS},
-        "signal_fraction": {m: float(np.nanmean(outputs[m]["signal"])) for m in METHODS},
-        "seconds": seconds,
+        "rollouts_total": {m: float(np.mean(won[m]["rollouts"])) for m in methods},
+        "updates": {m: float(np.mean(won[m]["updates"])) for m in methods},
+        "signal_fraction": {m: float(np.nanmean(won[m]["signal"])) for m in methods},
+        "seconds": {m: {p: stores[m][p]["seconds"] for p in ("tuning", "evaluation")}
+                    for m in methods},
     }
-    io.write_parquet(out_dir / "results.parquet", pd.DataFrame([
-        {"method": m, "seed": s, "pass8": float(outputs[m]["pass8"][s]),
-         "hard_pass8": float(outputs[m]["hard_pass8"][s]),
-         "rollouts": int(outputs[m]["rollouts"][s]), "updates": int(outputs[m]["updates"][s]),
-         "bank_mean_p0": float(outputs[m]["bank_mean_p0"][s]),
-         "bank_hard_prompts": int(outputs[m]["bank_hard_prompts"][s])}
-        for m in METHODS for s in range(config.seeds)]))
-    io.write_json(out_dir / "summary.json", summary)
-    _plots(outputs, config, out_dir)
-    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
-    return summary
 
 
-def _plots(outputs: dict[str, Any], config: Config, out_dir: Path) -> None:
+def _table(the_plan: Plan, split: Any, stores: dict[str, Any]) -> pd.DataFrame:
+    """results.parquet: one row per (phase, method, configuration, seed)."""
+    parts = []
+    for m in the_plan.methods:
+        for phase in ("tuning", "evaluation"):
+            entry = stores[m][phase]
+            out = entry["outputs"]
+            k, s = np.asarray(out["pass8"]).shape
+            cols: dict[str, Any] = {
+                "phase": np.full(k * s, phase),
+                "method": np.full(k * s, m),
+                "config": np.repeat([the_plan.index[m][int(i)] for i in entry["indices"]], s),
+                "seed": np.tile(np.arange(entry["first_seed"], entry["first_seed"] + s), k),
+            }
+            for f in TRACED:
+                cols[f] = np.repeat([the_plan.rows[m][int(i)][f] for i in entry["indices"]], s)
+            for name in ("pass8", "hard_pass8", "rollouts", "updates", "bank_mean_p0",
+                         "bank_hard_prompts"):
+                cols[name] = np.asarray(out[name]).reshape(k * s)
+            parts.append(pd.DataFrame(cols))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _plots(config: Config, the_plan: Plan, results: dict[str, Any], stores: dict[str, Any],
+           keys: Any, out_dir: Path) -> None:
     with warnings.catch_warnings():  # steps after every seed's budget ran out are NaN
         warnings.simplefilter("ignore", RuntimeWarning)
-        _draw(outputs, config, out_dir)
+        _draw_sensitivity(config, the_plan, results, keys, out_dir)
+        _draw_curriculum({m: _winner(stores, m) for m in the_plan.methods}, config, out_dir)
 
 
-def _draw(outputs: dict[str, Any], config: Config, out_dir: Path) -> None:
+def _draw_sensitivity(config: Config, the_plan: Plan, results: dict[str, Any], keys: Any,
+                      out_dir: Path) -> None:
+    """sensitivity.png: mean pass@8 over the tuning seeds against the learning rate (the
+    other traced fields at each method's winner), one line and 95 % band per method."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
 
-    fig = MplFigure(figsize=(12, 3.8), layout="constrained")
+    from rljax.tune import plot_sensitivity, sensitivity_curve, slice_at
+
+    curves = {}
+    for m in the_plan.methods:
+        rows = the_plan.rows[m]
+        mask = slice_at(rows, "learning_rate", rows[results[m].best])
+        curves[m] = sensitivity_curve(
+            np.asarray(results[m].tuning_scores, np.float64),
+            np.asarray([r["learning_rate"] for r in rows], np.float64), mask=mask,
+            statistic=STATISTIC, key=next(keys), reps=config.bootstrap_reps, data=DATA_KIND)
+    fig = MplFigure(figsize=(6, 4), layout="constrained")
     FigureCanvasAgg(fig)
-    ax_signal, ax_weights, ax_rollouts = fig.subplots(1, 3)
-    for m in METHODS:
-        ax_signal.plot(np.nanmean(outputs[m]["signal"], axis=0), label=m)
-    ax_signal.set(xlabel="step", ylabel="share of rows with signal", title="signal fraction")
-    ax_signal.legend(fontsize=8)
+    ax = fig.subplots()
+    plot_sensitivity(ax, curves, xlabel="learning rate", log_x=True,
+                     ylabel=f"pass@{config.pass_k} (mean over {config.tuning_seeds} tuning seeds)")
+    ax.set_title("learning-rate sensitivity (tuning seeds)")
+    io.write_figure(out_dir / "sensitivity.png", fig)
+
+
+def _draw_curriculum(won: dict[str, Any], config: Config, out_dir: Path) -> None:
+    """curriculum.png: signal fraction and the samplers' allocations over training (the
+    winners, mean over the evaluation seeds)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure as MplFigure
+
+    panels = [(m, key, ylabel, title) for m, key, ylabel, title in (
+        ("prompt_gdro", "bin_weights", "sampling probability",
+         "Prompt-GDRO bin weights (0 = hardest)"),
+        ("rollout_gdro", "bin_rollouts", "rollouts per prompt", "Rollout-GDRO allocation"),
+    ) if m in won]
+    fig = MplFigure(figsize=(4 * (1 + len(panels)), 3.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = np.atleast_1d(fig.subplots(1, 1 + len(panels)))
+    for m, out in won.items():
+        axes[0].plot(np.nanmean(out["signal"], axis=0), label=m)
+    axes[0].set(xlabel="step", ylabel="share of rows with signal", title="signal fraction")
+    axes[0].legend(fontsize=8)
     edges = (0.0, *config.edges(), 1.0)
     names = [f"[{edges[b]:g}, {edges[b + 1]:g})" for b in range(len(edges) - 1)]
-    for ax, method, key, ylabel, title in (
-        (ax_weights, "prompt_gdro", "bin_weights", "sampling probability",
-         "Prompt-GDRO bin weights (0 = hardest)"),
-        (ax_rollouts, "rollout_gdro", "bin_rollouts", "rollouts per prompt",
-         "Rollout-GDRO allocation"),
-    ):
-        per_bin = np.nanmean(outputs[method][key], axis=0)  # [steps, bins], mean over seeds
+    for ax, (method, key, ylabel, title) in zip(axes[1:], panels, strict=True):
+        per_bin = np.nanmean(won[method][key], axis=0)  # [steps, bins], mean over seeds
         for b, name in enumerate(names):
             ax.plot(per_bin[:, b], label=f"bin {name}")
         ax.set(xlabel="step", ylabel=ylabel, title=title)
@@ -478,80 +760,125 @@ def _bank_sentence(summary: dict[str, Any], config: Config) -> str:
                 f"{bank['hard_prompts']:.0f} prompts with p0 < {config.hard_p0})")
     lo, hi = bank["mean_p0_range"]
     hlo, hhi = bank["hard_prompts_range"]
-    return (f"a bank of {shape} drawn per seed ({bank['distinct_banks']} distinct banks; "
-            f"mean initial success {format_number(bank['mean_p0'])}, range "
-            f"{format_number(lo)}-{format_number(hi)}; {bank['hard_prompts']:.1f} prompts "
-            f"with p0 < {config.hard_p0} on average, {hlo}-{hhi})")
+    return (f"a bank of {shape} drawn per seed ({bank['distinct_banks']} distinct banks on "
+            f"the evaluation seeds; mean initial success {format_number(bank['mean_p0'])}, "
+            f"range {format_number(lo)}-{format_number(hi)}; {bank['hard_prompts']:.1f} "
+            f"prompts with p0 < {config.hard_p0} on average, {hlo}-{hhi})")
+
+
+def _signed(x: float, digits: int = 4) -> str:
+    return f"{x:+.{digits}f}"
 
 
 def reading(summary: dict[str, Any], config: Config) -> str:
-    """A short plain-language reading: what this implementation measures on this toy."""
-    def gain(m):
-        low, high = summary["rel_gain_ci"][m]
-        return (f"{100 * summary['rel_gain'][m]:+.1f} % [{100 * low:+.1f}, "
-                f"{100 * high:+.1f}]")
-
-    scope = ("banks drawn per seed, so the intervals cover the variation over banks"
-             if summary["bank"]["mode"] == "per_seed" else
-             "one fixed bank, so the intervals speak for that bank only, not for the "
-             "method over banks")
-    return (
-        f"On this toy (a tabular policy: the prompts share no parameters, so nothing learnt "
-        f"on one prompt helps another; {scope}) this implementation of Prompt-GDRO changes "
-        f"pass@{config.pass_k} over uniform GRPO by {gain('prompt_gdro')}, Rollout-GDRO by "
-        f"{gain('rollout_gdro')} and DAPO dynamic sampling by {gain('dynamic')} at equal "
-        "rollouts. These figures are about this implementation of the samplers on this "
-        "bank distribution; they neither confirm nor refute the papers' figures, which come "
-        "from language models whose prompts share parameters.")
+    """A short plain-language reading that follows from the summary's numbers: each
+    method's tuned rate, its difference from the reference on the evaluation seeds
+    (called a difference only where the Holm-adjusted p-value is below 0.05) and the
+    selection's optimism."""
+    ref = summary["reference"]
+    methods = summary["methods"]
+    rates = ", ".join(f"{m} {format_number(summary['chosen_learning_rate'][m])}"
+                      for m in methods)
+    k = summary["protocol"]["configs_per_method"][methods[0]]
+    parts = [f"With {k} configurations per method on the same "
+             f"{summary['protocol']['tuning_seeds']} tuning seeds, the tuned learning "
+             f"rates are {rates}."]
+    verdicts = []
+    for m in summary["pass8_diff"]:
+        d, (lo, hi) = summary["pass8_diff"][m], summary["pass8_diff_ci"][m]
+        p = summary["pass8_diff_p_holm"][m]
+        if p < 0.05:
+            word = "above" if d > 0 else "below"
+            verdicts.append(f"{m} is {word} {ref} by {_signed(d)} [{_signed(lo)}, "
+                            f"{_signed(hi)}] (Holm-adjusted p = {p:.2g})")
+        else:
+            verdicts.append(f"{m} differs from {ref} by {_signed(d)} [{_signed(lo)}, "
+                            f"{_signed(hi)}], not detectably (Holm-adjusted p = {p:.2g})")
+    if verdicts:
+        parts.append(f"On the {summary['protocol']['evaluation_seeds']} fresh evaluation "
+                     f"seeds (fresh banks too), pass@{config.pass_k} of the tuned winners: "
+                     + "; ".join(verdicts) + ".")
+    opt = summary["optimism_ci"]
+    lo = min(v[0] for v in opt.values())
+    hi = max(v[1] for v in opt.values())
+    parts.append(f"The selection's optimism (tuning-seed score minus evaluation score of "
+                 f"the winner) lies within [{_signed(lo)}, {_signed(hi)}] for every method.")
+    fixed = summary["fixed_rate"]
+    if fixed is not None and fixed["pass8_diff"]:
+        at = "; ".join(f"{m} {_signed(fixed['pass8_diff'][m])} "
+                       f"[{_signed(fixed['pass8_diff_ci'][m][0])}, "
+                       f"{_signed(fixed['pass8_diff_ci'][m][1])}]"
+                       for m in fixed["pass8_diff"])
+        chosen = summary["chosen_learning_rate"].values()
+        low, high = (x / fixed["learning_rate"] for x in (min(chosen), max(chosen)))
+        parts.append(f"At the one shared rate {format_number(fixed['learning_rate'])} of the "
+                     f"earlier protocol (the tuned rates are {format_number(low)}-"
+                     f"{format_number(high)} times it; tuning seeds) the differences from "
+                     f"{ref} were: {at}.")
+    parts.append("These figures are about this implementation of the samplers on this "
+                 "toy (a tabular policy: the prompts share no parameters), not about the "
+                 "papers' language models.")
+    return " ".join(parts)
 
 
 def report_markdown(summary: dict[str, Any], config: Config) -> str:
+    """report.md: the equal-budget table, the reading and the procedure."""
+    ref = summary["reference"]
     figures = []
-    for m in METHODS:
-        figures.append(Figure(f"{m}: pass@{config.pass_k} (IQM)", summary["pass8"][m],
-                              *summary["pass8_ci"][m],
-                              f"{summary['rollouts_total'][m]:,.0f} rollouts, "
+    for m in summary["methods"]:
+        rate = format_number(summary["chosen_learning_rate"][m])
+        figures.append(Figure(f"{m}: pass@{config.pass_k}, evaluation seeds (rate {rate})",
+                              summary["pass8"][m], *summary["pass8_ci"][m],
+                              f"tuning seeds {format_number(summary['tuning_pass8'][m])}; "
                               f"{summary['updates'][m]:.0f} updates"))
-    for m in METHODS:
-        figures.append(Figure(f"{m}: hard-prompt pass@{config.pass_k} (IQM)",
+        figures.append(Figure(f"{m}: selection optimism", summary["optimism"][m],
+                              *summary["optimism_ci"][m], "tuning minus evaluation score"))
+        figures.append(Figure(f"{m}: hard-prompt pass@{config.pass_k}",
                               summary["hard_pass8"][m], *summary["hard_pass8_ci"][m],
-                              f"p0 < {config.hard_p0}"))
-    for m in METHODS[1:]:
-        figures.append(Figure(f"{m}: relative gain over uniform", summary["rel_gain"][m],
+                              f"p0 < {config.hard_p0}, evaluation seeds"))
+    for m in summary["pass8_diff"]:
+        figures.append(Figure(f"{m} minus {ref}", summary["pass8_diff"][m],
+                              *summary["pass8_diff_ci"][m],
+                              f"paired, evaluation seeds; Holm-adjusted p = "
+                              f"{summary['pass8_diff_p_holm'][m]:.2g}"))
+        figures.append(Figure(f"{m}: relative gain over {ref}", summary["rel_gain"][m],
                               *summary["rel_gain_ci"][m], "ratio of means - 1, paired"))
-        figures.append(Figure(f"{m}: relative gain on hard prompts",
-                              summary["hard_rel_gain"][m], *summary["hard_rel_gain_ci"][m],
-                              "ratio of means - 1, paired"))
-        figures.append(Figure(f"{m}: pass@{config.pass_k} minus uniform's",
-                              summary["pass8_diff"][m], *summary["pass8_diff_ci"][m],
-                              "mean paired difference"))
+    fixed = summary["fixed_rate"]
+    if fixed is not None:
+        for m in summary["methods"]:
+            figures.append(Figure(f"{m} at rate {format_number(fixed['learning_rate'])}",
+                                  fixed["pass8"][m], *fixed["pass8_ci"][m], "tuning seeds"))
     iv = summary["intervals"]
-    rel_cov = iv["rel_gain"]["coverage"]
-    rel_cov_text = "not measured" if rel_cov is None else f"{rel_cov:.3f}"
-    bank_procedure = (
-        f"Each seed draws its own bank (key fold_in(seed key, {BANK_STREAM})); every method "
-        "sees the same bank on the same seed, so the paired comparisons pair banks too."
-        if config.bank == "per_seed" else
-        f"The bank is held fixed across seeds (bank_seed {config.bank_seed}): the intervals "
-        "cover training noise on that one bank, not the variation over banks.")
+    proto = summary["protocol"]
+    curve = "\n".join(
+        f"| {m} | " + " | ".join(format_number(v) for v in summary["tuning_curve"][m]["pass8"])
+        + " |" for m in summary["methods"])
+    rates = summary["tuning_curve"][summary["methods"][0]]["learning_rate"]
+    rel = iv["rel_gain"]
+    rel_text = "" if rel is None else (
+        f" Relative gains (ratio of means - 1): paired {rel['method']} bootstrap "
+        f"({config.bootstrap_reps} resamples); the coverage that applies is the paired "
+        f"difference's, measured {format_number(rel['coverage'])}.")
     return "\n".join([
         f"# {NAME}", "", DESCRIPTION + ".", "",
-        f"{config.seeds} seeds; {_bank_sentence(summary, config)}; budget "
-        f"{summary['budget_rollouts_per_seed']:,} rollouts per seed for every method "
-        f"({config.budget_steps} steps x {config.prompts_per_step} prompts x "
-        f"{config.group_size} rollouts for uniform).", "",
+        f"Equal tuning budget: every method tried the same {proto['configs_per_method'][ref]} "
+        f"configurations on the same tuning seeds (ids {proto['tuning_seed_ids'][0]}-"
+        f"{proto['tuning_seed_ids'][1]}); each winner was re-run on fresh evaluation seeds "
+        f"(ids {proto['evaluation_seed_ids'][0]}-{proto['evaluation_seed_ids'][1]}). "
+        f"{_bank_sentence(summary, config).capitalize()}; budget "
+        f"{summary['budget_rollouts_per_seed']:,} rollouts per seed for every method.", "",
         figures_table(figures), "",
-        "Signal fraction (mean over training): " + ", ".join(
-            f"{m} {format_number(v)}" for m, v in summary["signal_fraction"].items()) + ".", "",
-        "## Reading", "",
-        reading(summary, config), "",
+        "Mean pass@8 on the tuning seeds per learning rate (sensitivity.png):", "",
+        "| method | " + " | ".join(format_number(r) for r in rates) + " |",
+        "|---|" + "---|" * len(rates), curve, "",
+        "## Reading", "", reading(summary, config), "",
         "## Procedure", "",
-        "pass@k is exact for the tabular policy, 1 - (1 - p_i)^k averaged over prompts. "
-        f"{bank_procedure} IQM intervals: {iv['iqm']['note']}. Paired differences: "
-        f"{iv['paired_difference']['note']}. Relative gains (ratio of means - 1): paired "
-        f"{iv['rel_gain']['method']} bootstrap ({config.bootstrap_reps} resamples); the "
-        "coverage that applies is the paired difference's at this n, measured "
-        f"{rel_cov_text} for {iv['rel_gain']['method']}. Dynamic "
-        "sampling's dropped groups count against its budget. See curriculum.png for the "
-        "signal fraction, the Prompt-GDRO bin weights and the Rollout-GDRO allocation.", "",
+        f"Selection: {proto['selection']}. Evaluation scores: {iv['evaluation']['note']}. "
+        f"Optimism: {iv['optimism']['note']}. Paired differences from {ref} on the "
+        f"evaluation seeds (the same seed ids, so the same banks): "
+        f"{iv['paired_difference']['note']}; p-values are paired t-tests, "
+        f"{proto['holm']}. Hard prompts: {iv['hard']['note']}.{rel_text} pass@k is exact "
+        "for the tabular policy, 1 - (1 - p_i)^k averaged over prompts. Dynamic sampling's "
+        "dropped groups count against its budget. curriculum.png: the winners' signal "
+        "fraction, Prompt-GDRO bin weights and Rollout-GDRO allocation.", "",
     ])

@@ -158,6 +158,24 @@ def _grid_args(args: argparse.Namespace) -> dict[str, Any]:
             "samples": samples, "sample_seed": seed}
 
 
+def _announce_grid(module: Any, grid: Any, config: Any) -> None:
+    """One stderr line: how many configs and seeds, and how many programs compile."""
+    from rljax.grid import traced_fields
+
+    seeds = getattr(config, "seeds", 1)
+    traced = set(traced_fields(module.Config))
+    structural = [f for f in grid.fields if f not in traced]
+    if structural:
+        programs = len({repr([getattr(c, f) for f in structural])
+                        for c in grid.configs(config)})
+        print(f"grid: {len(grid)} configs x {seeds} seeds; {programs} distinct value(s) of the "
+              f"structural field(s) {', '.join(structural)}: one compiled program each "
+              f"(per program of the study)", file=sys.stderr)
+    else:
+        print(f"grid: {len(grid)} configs x {seeds} seeds; traced fields ({', '.join(grid.fields)})"
+              " share each of the study's compiled programs (no extra compile)", file=sys.stderr)
+
+
 def _recorded_grid_args(out: Path) -> dict[str, Any]:
     import json
 
@@ -182,7 +200,7 @@ def _resume_grid_args(out: Path, given: dict[str, Any]) -> dict[str, Any]:
 def _build_grid(module: Any, name: str, overrides: dict[str, Any], grid_args: dict[str, Any],
                 config: Any, yes: bool) -> Any:
     """The validated :class:`rljax.grid.Grid` of the grid flags, or ``None``."""
-    from rljax.grid import CONFIRM_PAIRS, make_grid, traced_fields
+    from rljax.grid import CONFIRM_PAIRS, make_grid
 
     if not (grid_args.get("grid") or grid_args.get("sample")
             or grid_args.get("samples") is not None):
@@ -195,18 +213,6 @@ def _build_grid(module: Any, name: str, overrides: dict[str, Any], grid_args: di
     if pairs > CONFIRM_PAIRS and not yes:
         raise UsageError(f"--grid: {len(grid)} configs x {seeds} seeds = {pairs:,} runs (more "
                          f"than {CONFIRM_PAIRS:,}); add --yes to confirm")
-    traced = set(traced_fields(module.Config))
-    structural = [f for f in grid.fields if f not in traced]
-    if structural:
-        from rljax.config import build_config
-
-        programs = len({repr([getattr(c, f) for f in structural])
-                        for c in grid.configs(build_config(module.Config, overrides))})
-        print(f"grid: {len(grid)} configs x {seeds} seeds; {programs} compiled program(s), one "
-              f"per value of the structural field(s) {', '.join(structural)}", file=sys.stderr)
-    else:
-        print(f"grid: {len(grid)} configs x {seeds} seeds in one compiled program (traced: "
-              f"{', '.join(grid.fields)})", file=sys.stderr)
     return grid
 
 
@@ -275,6 +281,8 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
     checkpoints = out / CHECKPOINTS
     if args.resume:
         _check_same_run(out, record)
+    if grid is not None and primary:
+        _announce_grid(module, grid, config)
     if primary:
         if args.overwrite and checkpoints.is_dir():
             shutil.rmtree(checkpoints)  # the old run's working state, not results

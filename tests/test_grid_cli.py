@@ -48,7 +48,7 @@ def test_grid_run_writes_swept_columns_and_records_the_grid(tmp_path, toy, capsy
     out = tmp_path / "g"
     assert _run(out, "--grid", "a=0.1,0.5", "--grid", "b=1,2,3") == 0
     err = capsys.readouterr().err
-    assert "6 configs x 6 seeds in one compiled program" in err
+    assert "6 configs x 6 seeds; traced fields (a, b) share each" in err
     frame = pd.read_parquet(out / "results.parquet")
     assert list(frame.columns) == ["config", "a", "b", "seed", "r"]
     assert len(frame) == 36
@@ -70,7 +70,7 @@ def test_grid_run_writes_swept_columns_and_records_the_grid(tmp_path, toy, capsy
 def test_structural_grid_compiles_one_program_per_value(tmp_path, toy, capsys):
     out = tmp_path / "s"
     assert _run(out, "--grid", "width=16,64", "--grid", "a=0.2,0.4") == 0
-    assert "2 compiled program(s)" in capsys.readouterr().err
+    assert "2 distinct value(s) of the structural field(s) width" in capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["programs"] == 2 and summary["configs"] == 4
     frame = pd.read_parquet(out / "results.parquet")

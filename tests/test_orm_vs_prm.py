@@ -2,12 +2,20 @@
 exact order-statistic intervals (checked against a numpy binomial-rank loop), and the
 report states the method and its measured coverage."""
 
+import json
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pandas as pd
+import pytest
 
 from experiments import orm_vs_prm
+from experiments.chain_training import make_chain_train
+from rljax.cli import main
+from rljax.config import ConfigError
+from rljax.grid import make_grid
 
 CONFIG = orm_vs_prm.Config(bootstrap_reps=200)
 
@@ -78,3 +86,86 @@ def test_report_procedure_states_the_intervals_coverage():
     for statistic in ("median", "ratio_of_medians", "mean"):
         assert summary["interval_notes"][statistic] in procedure, statistic
     assert "percentile bootstrap over seeds" not in procedure
+
+
+# --------------------------------------------------------------------------------------
+# The config axis: traced learning_rate / baseline_init / baseline_rate, structural
+# baseline / chain_length.
+
+SMALL = orm_vs_prm.Config(seeds=16, episodes=40, block_size=16, bootstrap_reps=50)
+HEADLINE = ("orm_ep50_median", "prm_ep50_median", "ep50_ratio", "orm_final_success",
+            "prm_final_success", "orm_never_reached", "prm_ep50_median_ci")
+
+
+def _success(out_dir, **where):
+    frame = pd.read_parquet(out_dir / "results.parquet")
+    for name, value in where.items():
+        frame = frame[frame[name] == value]
+    frame = frame.sort_values(["mode", "seed", "step"])
+    return frame["success"].to_numpy().reshape(2, SMALL.seeds, SMALL.episodes)
+
+
+@pytest.mark.timeout(120)
+def test_plain_run_is_bitwise_its_config_inside_a_grid(tmp_path):
+    plain = orm_vs_prm.run(SMALL, tmp_path / "plain")
+    grid = make_grid(orm_vs_prm.Config, {}, grid=["learning_rate=0.3,0.1,0.05"])
+    summary = orm_vs_prm.run(SMALL, tmp_path / "grid", grid=grid)
+    assert summary["programs"] == 2  # one per reward mode: the three values in one program
+    assert [row["learning_rate"] for row in summary["configs"]] == [0.3, 0.1, 0.05]
+    np.testing.assert_array_equal(_success(tmp_path / "grid", config=1),
+                                  _success(tmp_path / "plain"))
+    for key in HEADLINE:
+        assert summary["configs"][1][key] == plain[key], key
+    # not vacuous: another learning rate gives other runs on the same seeds
+    assert np.any(_success(tmp_path / "grid", config=0) != _success(tmp_path / "plain"))
+    frame = pd.read_parquet(tmp_path / "grid" / "results.parquet")
+    assert list(frame.columns) == ["config", "learning_rate", "seed", "mode", "step", "success"]
+    assert len(frame) == 3 * 2 * SMALL.seeds * SMALL.episodes
+    assert "config" not in pd.read_parquet(tmp_path / "plain" / "results.parquet").columns
+    report = (tmp_path / "grid" / "report.md").read_text()
+    assert "| config | learning_rate |" in report and "| 2 | 0.05 |" in report
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["orm", "prm"])
+def test_traced_values_match_the_values_baked_in(mode):
+    """make_train reads the traced fields from hparams: a vmap over two learning rates and
+    baseline rates equals make_chain_train with each value as a Python constant."""
+    config = orm_vs_prm.Config(episodes=100)
+    train = jax.jit(jax.vmap(orm_vs_prm.make_train(config, mode), in_axes=(0, None)))
+    keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(0), i))(jnp.arange(16))
+    runs = []
+    for lr, rate, init in ((0.5, 0.2, 0.1), (0.05, 0.01, 0.9)):
+        hp = {"learning_rate": jnp.float32(lr), "baseline_rate": jnp.float32(rate),
+              "baseline_init": jnp.float32(init)}
+        got = np.asarray(train(keys, hp)["success"])
+        want = jax.jit(jax.vmap(make_chain_train(
+            mode=mode, episodes=100, learning_rate=lr, baseline_rate=rate,
+            baseline_init=init)))(keys)["success"]
+        np.testing.assert_array_equal(got, want)
+        runs.append(got)
+    assert np.any(runs[0] != runs[1])  # the values reach the program
+
+
+def test_sweepable_fields():
+    assert orm_vs_prm.Config.TRACED == ("learning_rate", "baseline_init", "baseline_rate")
+    assert orm_vs_prm.Config.STRUCTURAL == ("baseline", "chain_length")
+    for field in ("episodes", "window", "threshold", "modes"):
+        with pytest.raises(ConfigError, match=f"cannot vary '{field}'"):
+            make_grid(orm_vs_prm.Config, {}, grid=[f"{field}=1,2"])
+
+
+@pytest.mark.timeout(120)
+def test_structural_grid_compiles_one_program_per_chain_length(tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", "orm-vs-prm", "--out", str(out), "--block-size", "8", "--set",
+                 "seeds=8", "--set", "episodes=20", "--set", "bootstrap_reps=20", "--grid",
+                 "chain_length=2,3"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["programs"] == 4  # 2 chain lengths x 2 modes
+    rows = summary["configs"]
+    assert [r["chain_length"] for r in rows] == [2, 3]
+    # a shorter chain is easier: more final success on the same seeds
+    assert rows[0]["orm_final_success"] > rows[1]["orm_final_success"]
+    frame = pd.read_parquet(out / "results.parquet")
+    assert set(frame["chain_length"]) == {2, 3} and "learning_rate" not in frame.columns

@@ -84,40 +84,68 @@ def ci_only(interval, digits: int = 3) -> str:
     return f"[{num(interval[0], digits)}, {num(interval[1], digits)}]"
 
 
+def _four_answer_cell(s, optimizer, learning_rate, kl_beta):
+    """``median [low, high]`` (4 decimals) of the sweep's cell nearest to the given rate."""
+    cells = [c for c in s["cells"] if c["optimizer"] == optimizer
+             and abs(c["kl_beta"] - kl_beta) < 1e-6]
+    cell = min(cells, key=lambda c: abs(c["learning_rate"] - learning_rate))
+    assert abs(cell["learning_rate"] - learning_rate) / learning_rate < 0.01
+    return ci(cell["median"], (cell["low"], cell["high"]), 4)
+
+
 def _four_answer(s):
+    gaps = {d["setting"]: d["kl_gap"]["mean_ci"] for d in s["verdict_details"]["kl_beta_for_0.94"]
+            if "kl_gap" in d}
     return [
         f"{num(s['var_no_baseline'], 5)} {ci_only(s['var_no_baseline_ci'], 5)} and "
         f"{num(s['var_with_baseline'], 5)} {ci_only(s['var_with_baseline_ci'], 5)}",
         ci(s["grpo_p_correct_no_kl"], s["grpo_p_correct_no_kl_ci"]) + " without KL and "
-        + ci(s["grpo_p_correct_kl"], s["grpo_p_correct_kl_ci"]) + " with KL",
-        f"+{num(s['grpo_kl_gap'], 4)}\n{ci_only(s['grpo_kl_gap_ci'], 4)}",
+        + ci(s["grpo_p_correct_kl"], s["grpo_p_correct_kl_ci"]),
+        f"+{num(s['grpo_kl_gap'], 4)} {ci_only(s['grpo_kl_gap_ci'], 4)}",
         f"median {num(s['mc_grad_max_abs_err_median'], 5)}\n"
         f"{ci_only(s['mc_grad_max_abs_err_median_ci'], 5)}",
         f"only {100 * s['mc_grad_within_tolerance_fraction']:.0f} % of keys",
         f"about {round(s['mc_samples_for_tolerance_on_most_keys'], -3):,} samples",
+        f"SGD lr 0.562 gives {_four_answer_cell(s, 'sgd', 0.562, 0.0)} without KL and "
+        f"{_four_answer_cell(s, 'sgd', 0.562, 0.2)} at β 0.2, Adam lr 0.1 gives "
+        f"{_four_answer_cell(s, 'adam', 0.1, 0.0)} and {_four_answer_cell(s, 'adam', 0.1, 0.2)}",
+        f"SGD lr 0.316 gives\n   {_four_answer_cell(s, 'sgd', 0.316, 0.0)}",
+        f"Adam lr 0.0562 gives {_four_answer_cell(s, 'adam', 0.0562, 0.0)}",
+        f"{ci(gaps['sgd lr 0.562'][0], gaps['sgd lr 0.562'][1:], 4)} and "
+        f"{num(gaps['adam lr 0.1'][0], 4)}\n   {ci_only(gaps['adam lr 0.1'][1:], 4)}",
+        "yes. SGD lr 0.562 and Adam lr 0.1" if set(s["verdict_details"]["both_figures"])
+        == {"sgd lr 0.562", "adam lr 0.1"} else "(both figures at other settings)",
     ]
 
 
 def _gdro(s):
+    names = {"uniform": "uniform GRPO", "dynamic": "dynamic sampling",
+             "prompt_gdro": "Prompt-GDRO", "rollout_gdro": "Rollout-GDRO"}
     out = []
-    for m in ("uniform", "dynamic", "prompt_gdro", "rollout_gdro"):
-        out.append(ci(s["pass8"][m], s["pass8_ci"][m]).split(" [")[0])
-        out.append(ci_only(s["pass8_ci"][m]))
-        out.append(ci(s["hard_pass8"][m], s["hard_pass8_ci"][m]).split(" [")[0])
-        out.append(ci_only(s["hard_pass8_ci"][m]))
-    rel = s["rel_gain"]["prompt_gdro"], s["rel_gain_ci"]["prompt_gdro"]
-    out.append(f"+{100 * rel[0]:.1f} % [{100 * rel[1][0]:.1f}, {100 * rel[1][1]:.1f}]")
-    rel = s["rel_gain"]["rollout_gdro"], s["rel_gain_ci"]["rollout_gdro"]
-    out.append(num(100 * rel[0], 1) + f" % [{num(100 * rel[1][0], 1)}, "
-               f"{num(100 * rel[1][1], 1)}]")
-    hard = s["hard_rel_gain"]["prompt_gdro"], s["hard_rel_gain_ci"]["prompt_gdro"]
-    out.append(f"+{100 * hard[0]:.0f} % [{100 * hard[1][0]:.0f}, {100 * hard[1][1]:.0f}]")
-    hard = s["hard_rel_gain"]["rollout_gdro"], s["hard_rel_gain_ci"]["rollout_gdro"]
-    out.append(num(100 * hard[0], 0) + f" % [{num(100 * hard[1][0], 0)}, "
-               f"{num(100 * hard[1][1], 0)}]")
+    for m, label in names.items():
+        row = [label, f"{s['chosen_learning_rate'][m]:g}", f"{s['tuning_pass8'][m]:.3f}",
+               ci(s["pass8"][m], s["pass8_ci"][m]),
+               ci(s["optimism"][m], s["optimism_ci"][m], 4, sign=True)]
+        if m == "uniform":
+            row += ["—", "—"]
+        else:
+            row += [ci(s["pass8_diff"][m], s["pass8_diff_ci"][m], 4, sign=True),
+                    f"{s['pass8_diff_p_holm'][m]:.1g}".replace("-", "\N{MINUS SIGN}")]
+        row += [ci(s["hard_pass8"][m], s["hard_pass8_ci"][m]), f"{s['updates'][m]:.0f}"]
+        out.append("| " + " | ".join(row) + " |")
+    for m in ("prompt_gdro", "rollout_gdro", "dynamic"):
+        out.append(ci(s["rel_gain"][m], s["rel_gain_ci"][m], 1, sign=True, scale=100,
+                      suffix=" %"))
+    for m in ("prompt_gdro", "rollout_gdro"):
+        out.append(ci(s["hard_rel_gain"][m], s["hard_rel_gain_ci"][m], 1, sign=True,
+                      scale=100, suffix=" %"))
+    f = s["fixed_rate"]
+    out.append(", ".join(f"{names[m]} {num(f['pass8'][m], 3)}" for m in names))
+    for m in ("prompt_gdro", "rollout_gdro", "dynamic"):
+        out.append(ci(f["pass8_diff"][m], f["pass8_diff_ci"][m], 4, sign=True))
     sig = s["signal_fraction"]
     out.append(f"uniform {sig['uniform']:.2f}, Prompt-GDRO {sig['prompt_gdro']:.2f}, "
-               f"Rollout-GDRO {sig['rollout_gdro']:.2f}, dynamic {sig['dynamic']:.1f}")
+               f"Rollout-GDRO {sig['rollout_gdro']:.2f}, dynamic {sig['dynamic']:.2f}")
     bank = s["bank"]
     out.append(f"mean initial success is {bank['mean_p0']:.3f} "
                f"({bank['mean_p0_range'][0]:.3f}–{bank['mean_p0_range'][1]:.3f})")

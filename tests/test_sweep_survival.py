@@ -18,8 +18,9 @@ from rljax import cli
 
 REPO = Path(__file__).resolve().parents[1]
 CHUNKED = REPO / "tests" / "helpers" / "chunked_study.py"
-ORM = ["orm-vs-prm", "--seeds", "96", "--block-size", "8", "--set", "episodes=40",
-       "--set", "bootstrap_reps=50"]
+# a grid of two learning rates x 48 seeds: 96 (config, seed) runs per mode
+ORM = ["orm-vs-prm", "--seeds", "48", "--block-size", "8", "--grid",
+       "learning_rate=0.1,0.05", "--set", "episodes=40", "--set", "bootstrap_reps=50"]
 
 
 def _env(**extra):
@@ -83,8 +84,9 @@ def test_sigkill_at_a_round_boundary_then_resume_is_bitwise(tmp_path, orm_refere
     assert done.returncode == 0, done.stderr[-2000:]
     resumed = pd.read_parquet(out / "results.parquet")
     pd.testing.assert_frame_equal(resumed, orm_reference, check_exact=True)
-    counts = resumed.groupby(["mode", "seed"]).size()
-    assert len(counts) == 2 * 96 and (counts == 40).all()  # no seed missing or duplicated
+    counts = resumed.groupby(["mode", "config", "seed"]).size()
+    assert len(counts) == 2 * 2 * 48 and (counts == 40).all()  # no run missing or duplicated
+    assert json.loads((out / "config.json").read_text())["grid"]["fields"] == ["learning_rate"]
     assert json.loads((out / "config.json").read_text())["resumed"] is True
     assert not (out / "checkpoints").exists()
 
@@ -139,6 +141,6 @@ def test_two_processes_of_two_devices_match_one_process(tmp_path, orm_reference)
     meta = json.loads((out / "config.json").read_text())["metadata"]
     summary = json.loads((out / "summary.json").read_text())
     assert meta["process_count"] == 2 and summary["num_devices"] == 4
-    assert summary["num_rounds"] == 3  # 96 seeds / (8 per device x 4 devices)
+    assert summary["num_rounds"] == 3  # 96 (config, seed) runs / (8 per device x 4 devices)
     two = pd.read_parquet(out / "results.parquet")
     pd.testing.assert_frame_equal(two, orm_reference, check_exact=True)
