@@ -26,6 +26,7 @@ from rljax import (
     search,
     stats,
     sweep,
+    tune,
 )
 from rljax.advantages import (
     Baseline,
@@ -85,6 +86,7 @@ __all__ = [
     "search",
     "stats",
     "sweep",
+    "tune",
     "distributed",
     "nonfinite",
     "runtime",

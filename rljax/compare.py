@@ -12,7 +12,13 @@ How runs become score arrays (kept simple on purpose):
 * Algorithms: one per DIR; if the table has string columns (other than ``task``), e.g.
   orm-vs-prm's ``mode``, every value combination in a DIR is its own algorithm, labelled
   ``mode=orm`` (prefixed with the DIR name when several DIRs are given).
-  ``--group-by COL`` picks the columns explicitly.
+* Grid runs (``rljax run NAME --grid ...`` / ``--sample ...``): ``config.json`` has
+  ``"grid": {"fields": [...], ...}`` and ``results.parquet`` one column per swept field;
+  every combination of those fields (with any string columns) is its own algorithm,
+  labelled ``learning_rate=0.01`` (values in their shortest round-trip form).
+* ``--group-by COL`` picks the columns explicitly. Every algorithm must have one row per
+  seed, step (and task): a ``--group-by`` that leaves several (e.g. one field of a
+  two-field grid) is refused, naming the columns that tell the rows apart.
 * Tasks: the values of a ``task`` column if there is one, else one task per run.
 * Final score of a run (seed) on a task: the metric at its last logged step, or the mean
   over its last ``K`` logged steps (``--last-k K``).
@@ -104,16 +110,44 @@ def _load_run(path: Path, metric: str):
     return config, table
 
 
-def _variant_columns(table, group_by):
+def _grid_fields(config, table) -> list[str]:
+    """The swept fields of a grid run (``config["grid"]["fields"]``), checked against the
+    table's columns; ``[]`` for a plain run."""
+    grid = config.get("grid")
+    if not isinstance(grid, dict):
+        return []
+    fields = grid.get("fields")
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        raise CompareError(f"config.json: grid.fields must be a list of field names, got "
+                           f"{fields!r}")
+    missing = [f for f in fields if f not in table.columns]
+    if missing:
+        raise CompareError(f"config.json lists grid field(s) {missing} but results.parquet "
+                           f"has no such column; it has {list(table.columns)}")
+    return fields
+
+
+def _variant_columns(table, group_by, config=None):
     if group_by is not None:
         missing = [c for c in group_by if c not in table.columns]
         if missing:
             raise CompareError(f"--group-by column(s) {missing} not in {list(table.columns)}")
         return list(group_by)
     skip = {"seed", "step", "task"}
-    return [c for c in table.columns
-            if c not in skip and (table[c].dtype == object or str(table[c].dtype) in
-                                  ("string", "str", "category"))]
+    strings = [c for c in table.columns
+               if c not in skip and (table[c].dtype == object or str(table[c].dtype) in
+                                     ("string", "str", "category"))]
+    fields = _grid_fields(config or {}, table)
+    return strings + [f for f in fields if f not in strings]
+
+
+def _format_value(value, dtype) -> str:
+    """A variant's value for its label: floats in the shortest form that round-trips in
+    their column's precision, so ``0.01`` stored as float32 reads ``0.01``."""
+    if (isinstance(dtype, np.dtype) and np.issubdtype(dtype, np.floating)
+            and isinstance(value, float | np.floating)):
+        return np.format_float_positional(np.dtype(dtype).type(value), trim="-")
+    return str(value)
 
 
 def load_scores(dirs, metric: str, *, last_k: int = 1, group_by=None):
@@ -130,17 +164,26 @@ def load_scores(dirs, metric: str, *, last_k: int = 1, group_by=None):
     task_sets = {}
     for path in dirs:
         config, table = _load_run(path, metric)
-        variants = _variant_columns(table, group_by)
+        variants = _variant_columns(table, group_by, config)
         groups = table.groupby(variants, sort=True) if variants else [((), table)]
         for values, group in groups:
             values = values if isinstance(values, tuple) else (values,)
-            label = ",".join(f"{c}={v}" for c, v in zip(variants, values, strict=True))
+            label = ",".join(f"{c}={_format_value(v, table[c].dtype)}"
+                             for c, v in zip(variants, values, strict=True))
             if len(dirs) > 1 or not label:
                 label = f"{path.name}/{label}" if label else path.name
             if label in finals:
                 raise CompareError(f"two inputs give the same algorithm label {label!r}")
             if group[metric].isna().all():
                 raise CompareError(f"algorithm {label!r} has no values of {metric!r}")
+            keys = [c for c in ("task", "seed", "step") if c in group.columns]
+            if group.duplicated(keys).any():
+                others = [c for c in table.columns if c not in {*keys, *variants, metric}
+                          and group[c].nunique() > 1]
+                raise CompareError(
+                    f"algorithm {label!r} has several rows per {'/'.join(keys)}"
+                    + (f" (they differ in {others})" if others else "")
+                    + "; name the columns that tell them apart with --group-by")
             tasks = sorted(group["task"].unique()) if "task" in group.columns else [metric]
             task_sets[label] = tasks
             rows, seeds = [], sorted(group["seed"].unique())

@@ -80,3 +80,68 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, match):
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("error: ") and match in err and err.count("\n") == 1
+
+
+def _make_grid_run(path, axes, *, seeds=5, float32=False):
+    """A hand-written grid run: config.json's "grid" record and results.parquet with the
+    ``config`` index and one numeric column per swept field, as ``rljax run --grid``
+    writes them."""
+    import itertools
+
+    path.mkdir(parents=True)
+    fields = list(axes)
+    rows_of_grid = [dict(zip(fields, combo, strict=True))
+                    for combo in itertools.product(*axes.values())]
+    (path / "config.json").write_text(json.dumps({
+        "experiment": "toy", "config": {},
+        "grid": {"grid": axes, "fields": fields, "num_configs": len(rows_of_grid)}}))
+    rng = np.random.default_rng(0)
+    rows = []
+    for c, grid_row in enumerate(rows_of_grid):
+        for seed in range(seeds):
+            for step in (0, 10):
+                rows.append({"config": c, **grid_row, "seed": seed, "step": step,
+                             "success": 10 * c + step + rng.normal(0, 0.1)})
+    table = pd.DataFrame(rows)
+    if float32:
+        table = table.astype({f: np.float32 for f in fields if table[f].dtype == float})
+    table.to_parquet(path / "results.parquet")
+    return path, table
+
+
+def test_grid_fields_are_variants(tmp_path):
+    run, table = _make_grid_run(tmp_path / "g", {"learning_rate": [0.01, 0.1]}, float32=True)
+    finals, curves, _ = compare.load_scores([run], "success")
+    assert list(finals) == ["learning_rate=0.01", "learning_rate=0.1"]
+    for c, label in enumerate(finals):
+        want = table[(table.config == c) & (table.step == 10)].sort_values("seed")["success"]
+        np.testing.assert_allclose(finals[label][:, 0], want.to_numpy())
+        assert curves[label][1].shape == (5, 1, 2)
+
+
+def test_two_field_grid_and_explicit_group_by(tmp_path, capsys):
+    run, table = _make_grid_run(tmp_path / "g", {"learning_rate": [0.001, 0.01],
+                                                 "kl_beta": [0.0, 0.5]})
+    finals, _, _ = compare.load_scores([run], "success")
+    assert list(finals) == ["learning_rate=0.001,kl_beta=0", "learning_rate=0.001,kl_beta=0.5",
+                            "learning_rate=0.01,kl_beta=0", "learning_rate=0.01,kl_beta=0.5"]
+    by_config, _, _ = compare.load_scores([run], "success", group_by=["config"])
+    assert list(by_config) == ["config=0", "config=1", "config=2", "config=3"]
+    np.testing.assert_array_equal(by_config["config=3"],
+                                  finals["learning_rate=0.01,kl_beta=0.5"])
+    with pytest.raises(compare.CompareError, match=r"several rows per seed/step \(they differ "
+                                                   r"in \['config', 'kl_beta'\]\)"):
+        compare.load_scores([run], "success", group_by=["learning_rate"])
+    out = tmp_path / "out"
+    assert compare.main([str(run), "--metric", "success", "--out", str(out), "--reps",
+                         "100"]) == 0
+    assert "| learning_rate=0.01,kl_beta=0.5 | 5 | 1 |" in (out / "report.md").read_text()
+
+
+def test_grid_field_missing_from_results_is_one_line(tmp_path, capsys):
+    run, table = _make_grid_run(tmp_path / "g", {"learning_rate": [0.01, 0.1]})
+    table.drop(columns="learning_rate").to_parquet(run / "results.parquet")
+    assert compare.main([str(run), "--metric", "success", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "lists grid field(s) ['learning_rate'] but results.parquet" in err
+    assert err.count("\n") == 1
