@@ -33,6 +33,16 @@ Figures:
   time (compile time, with the first chunk, separately).
 * **Memory**: bytes of parameters + optimizer state for PPO's actor + critic, and for
   GRPO's actor alone (the same actor MLP and the same optimizer, no critic).
+
+**Grids** (``rljax run ppo-cartpole --grid learning_rate=1e-4,1e-3 --grid
+clip_epsilon=0.1,0.2``): the fields of ``Config.TRACED`` are read from ``hparams`` inside
+the compiled chunk program, so every configuration of a grid over them runs in one
+program (``ChunkedSweep`` with a ``ConfigTable``); each distinct setting of the
+``Config.STRUCTURAL`` fields compiles one more. A plain run is the one-row grid of its
+config, so ``--set learning_rate=x`` alone is bitwise configuration ``x`` of any grid
+(same seeds and block size). Config ``c`` and seed ``i`` use seed ``i``'s key in every
+configuration (common random numbers). A grid run writes the sensitivity analysis of
+:mod:`experiments.ppo_sensitivity` instead of the single-configuration figures.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -52,6 +62,7 @@ from rljax import io, stats
 from rljax.algorithms.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer
 from rljax.config import ConfigError, require_float, require_int
 from rljax.envs import CartPole
+from rljax.grid import Grid, split_structural
 from rljax.nonfinite import NONFINITE_STEP
 from rljax.policies import mlp_actor_critic
 from rljax.report import Figure, figures_table, format_number
@@ -69,7 +80,18 @@ AT_CAP = RETURN_CAP - 0.5  # a seed whose final-window mean return is >= this is
 
 @dataclass(frozen=True)
 class Config:
-    """Configuration of the study (every field settable with ``--set key=value``)."""
+    """Configuration of the study (every field settable with ``--set key=value``).
+
+    ``TRACED`` fields are read from ``hparams`` inside the compiled program (a grid over
+    them is one program); ``STRUCTURAL`` ones fix the program (one per distinct value).
+    ``value_clip`` is structural because 0 removes value clipping from the program.
+    """
+
+    TRACED: ClassVar[tuple[str, ...]] = ("learning_rate", "clip_epsilon", "entropy_coef",
+                                         "value_coef", "gamma", "lam", "max_grad_norm")
+    STRUCTURAL: ClassVar[tuple[str, ...]] = ("hidden_size", "num_envs", "num_steps",
+                                             "num_epochs", "num_minibatches", "anneal_lr",
+                                             "value_clip", "total_steps")
 
     seeds: int = 16
     block_size: int = 16
@@ -97,6 +119,7 @@ class Config:
     confidence: float = 0.95
 
     def train_config(self) -> PPOTrainConfig:
+        """The trainer's config; its ``TRACED`` values are overridden by ``hparams``."""
         return PPOTrainConfig(
             num_envs=self.num_envs, num_steps=self.num_steps, total_steps=self.total_steps,
             num_epochs=self.num_epochs, num_minibatches=self.num_minibatches,
@@ -106,6 +129,10 @@ class Config:
             entropy_coef=self.entropy_coef,
             value_clip=self.value_clip if self.value_clip > 0 else None,
         )
+
+    def hparams(self) -> dict[str, float]:
+        """``{field: value}`` of the ``TRACED`` fields: this config's row of a grid."""
+        return {name: getattr(self, name) for name in self.TRACED}
 
     @property
     def num_updates(self) -> int:
@@ -259,28 +286,82 @@ def final_returns(return_sum: np.ndarray, episodes: np.ndarray, last: int) -> np
         return np.where(counts > 0, sums / counts, np.nan)
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], dict]:
+    """Run ``seeds`` seeds of every configuration: one :class:`ChunkedSweep` per distinct
+    setting of the untraced fields, its configurations' ``TRACED`` values vmapped with the
+    seeds (``rljax.grid.split_structural``).
+
+    Args:
+      configs: ``K`` validated configs differing only in ``TRACED`` / ``STRUCTURAL``
+        fields (same seeds, base seed and block size).
+      desc: sweep name (checkpoints, progress); a structural group appends its values.
+
+    Returns:
+      ``(runs, timing)``: ``runs[c]`` is ``{"logs": {name: [S, R_c]}, "first_nonfinite":
+      [S] int}`` (R_c logged rows of config ``c``); ``timing`` has ``compile_seconds``,
+      ``run_seconds``, ``timed_steps`` (environment steps the run time covers: not the
+      first chunk, timed with the compilation, nor work read back on ``--resume``),
+      ``num_devices`` and ``programs`` (one per compiled program).
+    """
+    runs: list[dict | None] = [None] * len(configs)
+    timing: dict[str, Any] = {"compile_seconds": 0.0, "run_seconds": 0.0, "timed_steps": 0.0,
+                              "num_devices": 1, "programs": []}
+    for group in split_structural(configs, Config.TRACED):
+        first = configs[int(group.config_ids[0])]
+        train_config = first.train_config()
+        network = mlp_actor_critic(2, (first.hidden_size, first.hidden_size))
+        chunks = make_ppo_chunks(CartPole(), network, train_config,
+                                 updates_per_chunk=first.chunk_updates,
+                                 log_every=first.log_every)
+        sweep = ChunkedSweep(chunks.init, chunks.advance, chunks.finish,
+                             num_chunks=chunks.num_chunks, base_seed=first.base_seed,
+                             block_size=first.block_size)
+        name = desc + "".join(f"-{k}={v}" for k, v in group.structural.items())
+        result = sweep.run(first.seeds, configs=group.table, desc=name)
+        for j, c in enumerate(group.config_ids):
+            # [K, S, chunks, rows per chunk] -> [S, R] rows of log_every updates, in order
+            runs[int(c)] = {
+                "logs": {k: np.asarray(v[j]).reshape(first.seeds, first.num_rows)
+                         for k, v in result.outputs["logs"].items()},
+                "first_nonfinite": np.asarray(result.outputs["final"][NONFINITE_STEP][j]),
+            }
+        steps_per_seed = train_config.num_updates * train_config.batch_size
+        timing["compile_seconds"] += result.compile_seconds
+        timing["run_seconds"] += result.run_seconds
+        timing["timed_steps"] += (len(group.table) * first.seeds * steps_per_seed
+                                  * result.timed_fraction)
+        timing["num_devices"] = result.num_devices
+        timing["programs"].append({"structural": dict(group.structural),
+                                   "configs": len(group.table),
+                                   "compile_seconds": float(result.compile_seconds)})
+    return runs, timing
+
+
+def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, Any]:
     """Run the study; writes ``results.parquet``, ``summary.json``, ``report.md``,
-    ``return_curve.png`` and ``final_returns.png`` into ``out_dir``; returns the summary."""
+    ``return_curve.png`` and ``final_returns.png`` into ``out_dir``; returns the summary.
+
+    With ``grid`` (a :class:`rljax.grid.Grid` over ``TRACED`` / ``STRUCTURAL`` fields)
+    it runs every configuration of the grid on the same seeds and writes the sensitivity
+    analysis instead (:func:`experiments.ppo_sensitivity.analyse`).
+    """
     config.validate()
+    if grid is not None:
+        from experiments import ppo_sensitivity
+
+        configs = grid.configs(config)
+        for c in configs:
+            c.validate()
+        runs, timing = run_configs(configs)
+        return ppo_sensitivity.analyse(configs, grid, runs, timing, out_dir, base=config)
+    # a plain run is the one-row grid of its config: its traced values go through hparams
+    (only,), timing = run_configs([config])
     train_config = config.train_config()
-    network = mlp_actor_critic(2, (config.hidden_size, config.hidden_size))
-    chunks = make_ppo_chunks(CartPole(), network, train_config,
-                             updates_per_chunk=config.chunk_updates, log_every=config.log_every)
-    sweep = ChunkedSweep(chunks.init, chunks.advance, chunks.finish,
-                         num_chunks=chunks.num_chunks, base_seed=config.base_seed,
-                         block_size=config.block_size)
-    result = sweep.run(config.seeds, desc=NAME)
-    # [S, chunks, rows per chunk] -> [S, R] rows of log_every updates, in order
-    logs = {k: np.asarray(v).reshape(config.seeds, config.num_rows)
-            for k, v in result.outputs["logs"].items()}
-    first_nonfinite = np.asarray(result.outputs["final"][NONFINITE_STEP])
+    logs, first_nonfinite = only["logs"], only["first_nonfinite"]
     num_updates = train_config.num_updates
     steps_per_seed = num_updates * train_config.batch_size
     steps_per_row = config.log_every * train_config.batch_size
-    # run_seconds covers result.timed_fraction of the work: not the first chunk (timed
-    # with the compilation), nor rounds or chunks read back from checkpoints on --resume
-    timed_steps = config.seeds * steps_per_seed * result.timed_fraction
+    timed_steps = timing["timed_steps"]
 
     key = jax.random.key(config.base_seed + 1)
     curve_key, final_key = jax.random.split(key)
@@ -304,9 +385,9 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "experiment": NAME,
         "seeds": config.seeds,
         "block_size": config.block_size,
-        "num_devices": result.num_devices,
+        "num_devices": timing["num_devices"],
         "updates": num_updates,
-        "chunks": chunks.num_chunks,
+        "chunks": num_updates // config.chunk_updates,
         "chunk_updates": config.chunk_updates,
         "log_every": config.log_every,
         "logged_rows": config.num_rows,
@@ -323,10 +404,10 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "fraction_seeds_final_500_ci": list(cap_ci),
         "seeds_final_500": at_cap,
         "seeds_without_final_episode": int(np.sum(np.isnan(final))),
-        "env_steps_per_second": (timed_steps / max(result.run_seconds, 1e-9)
+        "env_steps_per_second": (timed_steps / max(timing["run_seconds"], 1e-9)
                                  if timed_steps > 0 else None),
-        "compile_seconds": result.compile_seconds,
-        "run_seconds": result.run_seconds,
+        "compile_seconds": timing["compile_seconds"],
+        "run_seconds": timing["run_seconds"],
         "curve_env_steps": curve_steps.tolist(),
         "curve_iqm": np.asarray(band.point).tolist(),
         "curve_ci_low": np.asarray(band.low).tolist(),

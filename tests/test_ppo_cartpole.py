@@ -152,3 +152,187 @@ def test_bad_chunk_and_row_settings_name_the_field(capsys, overrides, field):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert field in err and len(err.strip().splitlines()) == 1, err
+
+
+# ------------------------------------------------------------------------------ grids
+
+TINY = ("total_steps=256", "num_steps=32", "num_epochs=1", "num_minibatches=1",
+        "hidden_size=8", "chunk_updates=1", "curve_points=2", "final_updates=1",
+        "bootstrap_reps=50")
+GRID = ("learning_rate=0.001,0.03", "clip_epsilon=0.1,0.2")
+
+
+def _grid_run(tmp_path, name, grids, sets=()):
+    out = tmp_path / name
+    args = ["run", "ppo-cartpole", "--out", str(out), "--seeds", "3", "--block-size", "4"]
+    swept = {g.split("=")[0] for g in grids}
+    for s in (*TINY, *sets):
+        if s.split("=")[0] not in swept:
+            args += ["--set", s]
+    for g in grids:
+        args += ["--grid", g]
+    assert main(args) == 0
+    return out, json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.timeout(300)
+def test_tiny_grid_writes_columns_curves_and_plot(tmp_path):
+    """lr x clip in one program: the tables gain the swept columns, the curves and paired
+    differences are the per-config scores'; and config (0.03, 0.2), the last of the grid,
+    is bitwise the same config run inside a structural grid (its own program, its own
+    constants) -- so the chunk program reads lr and clip from hparams, not the config."""
+    out, summary = _grid_run(tmp_path, "grid", GRID)
+    assert summary["num_configs"] == 4 and len(summary["programs"]) == 1
+    table = pd.read_parquet(out / "results.parquet")
+    assert list(table.columns[:3]) == ["config", "learning_rate", "clip_epsilon"]
+    assert len(table) == 4 * 3 * 2  # configs x seeds x logged rows
+    assert table.groupby("config")[["learning_rate", "clip_epsilon"]].first().values.tolist() \
+        == [[0.001, 0.1], [0.001, 0.2], [0.03, 0.1], [0.03, 0.2]]
+    scores = pd.read_parquet(out / "scores.parquet")
+    matrix = scores.pivot(index="config", columns="seed", values="final_return").to_numpy()
+    last = table[table["update"] == 2]
+    np.testing.assert_allclose(matrix.reshape(-1), last["return_sum"] / last["episodes"],
+                               rtol=1e-6)
+    for entry, row in zip(summary["configs"], matrix, strict=True):
+        assert entry["final_return"]["point"] == pytest.approx(row.mean())
+        assert entry["final_return"]["low"] <= row.mean() <= entry["final_return"]["high"]
+    best = summary["best"]["config"]
+    assert best == int(np.argmax(matrix.mean(axis=1)))
+    diffs = {d["config"]: d for d in summary["paired_vs_best"]}
+    assert sorted(diffs) == [c for c in range(4) if c != best]
+    for c, d in diffs.items():
+        assert d["point"] == pytest.approx((matrix[best] - matrix[c]).mean())
+    lr_panel, clip_panel = summary["curves"]
+    assert lr_panel["field"] == "learning_rate" and lr_panel["log_x"]
+    assert sorted(lr_panel["lines"]) == ["clip ε = 0.1", "clip ε = 0.2"]
+    np.testing.assert_allclose(lr_panel["lines"]["clip ε = 0.2"]["point"],
+                               matrix[[1, 3]].mean(axis=1))
+    (label, line), = clip_panel["lines"].items()
+    best_lr = summary["best"]["learning_rate"]
+    assert clip_panel["field"] == "clip_epsilon" and str(best_lr) in label
+    rows = [0, 1] if best_lr == 0.001 else [2, 3]
+    np.testing.assert_allclose(line["point"], matrix[rows].mean(axis=1))
+    assert (out / "sensitivity.png").stat().st_size > 10_000
+    report = (out / "report.md").read_text()
+    assert "## Paired differences" in report and "optimistic" in report
+    assert json.loads((out / "config.json").read_text())["grid"]["num_configs"] == 4
+    # hidden_size is structural: 2 programs, grid order kept; its hidden 8 config is (0.03,
+    # 0.2) alone in a program whose constants are its own
+    out2, summary2 = _grid_run(tmp_path, "structural", ["hidden_size=16,8"],
+                               ["learning_rate=0.03", "clip_epsilon=0.2"])
+    assert [p["structural"] for p in summary2["programs"]] == [{"hidden_size": 16},
+                                                               {"hidden_size": 8}]
+    alone = pd.read_parquet(out2 / "results.parquet")
+    alone = alone[alone["hidden_size"] == 8].drop(columns=["config", "hidden_size"])
+    inside = table[table["config"] == 3].drop(columns=["config", "learning_rate",
+                                                       "clip_epsilon"])
+    pd.testing.assert_frame_equal(alone.reset_index(drop=True), inside.reset_index(drop=True),
+                                  check_exact=True)
+    assert not np.array_equal(table[table["config"] == 0]["loss"], inside["loss"])
+
+
+def test_traced_fields_are_the_trainers_and_fields():
+    from rljax.algorithms.ppo import TRACEABLE_HPARAMS
+
+    names = {f.name for f in __import__("dataclasses").fields(ppo_cartpole.Config)}
+    assert set(ppo_cartpole.Config.TRACED) <= set(TRACEABLE_HPARAMS) & names
+    assert set(ppo_cartpole.Config.STRUCTURAL) <= names
+    assert not set(ppo_cartpole.Config.TRACED) & set(ppo_cartpole.Config.STRUCTURAL)
+    assert "value_clip" not in ppo_cartpole.Config.TRACED  # 0 switches the branch off
+    assert ppo_cartpole.Config().hparams() == {
+        "learning_rate": 2.5e-4, "clip_epsilon": 0.2, "entropy_coef": 0.01,
+        "value_coef": 0.5, "gamma": 0.99, "lam": 0.95, "max_grad_norm": 0.5}
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--grid", "seeds=1,2"], "seeds"),  # not sweepable
+    (["--grid", "clip_epsilon=0,0.2"], "clip_epsilon"),  # invalid value in the grid
+    (["--grid", "learning_rate=1e-3", "--set", "learning_rate=1e-3"], "learning_rate"),
+    (["--grid", "gamma=0.9,1.5"], "gamma"),
+    (["--grid", "total_steps=512,1024", "--set", "num_steps=32", "--set",
+      "chunk_updates=3", "--set", "curve_points=1", "--set", "final_updates=1"],
+     "chunk_updates"),  # 3 divides neither 4 nor 8 updates
+])
+def test_bad_grid_names_the_field(capsys, args, field):
+    assert main(["run", "ppo-cartpole", *args]) == 2
+    err = capsys.readouterr().err
+    assert field in err and len(err.strip().splitlines()) == 1, err
+
+
+def _fake_runs(means):
+    """Logged rows whose final window holds one episode of return ``means[c][s]``."""
+    runs = []
+    for m in means:
+        m = np.asarray(m, np.float32)
+        logs = {"return_sum": np.stack([np.zeros_like(m), m], axis=1),
+                "episodes": np.ones((m.shape[0], 2), np.int32)}
+        logs.update({k: np.zeros((m.shape[0], 2), np.float32)
+                     for k in ppo_cartpole.METRIC_COLUMNS})
+        runs.append({"logs": logs, "first_nonfinite": np.full(m.shape[0], -1)})
+    return runs
+
+
+def test_analysis_against_direct_means(tmp_path):
+    """Three fields: the main panel's lines hold the third field at the best's value; the
+    slices and paired differences are the per-config means of a known score matrix; a
+    non-finite run is left out of its config and never picked as the best."""
+    from experiments import ppo_sensitivity
+    from rljax.grid import make_grid
+
+    sets = {"total_steps": 1024, "num_steps": 128, "chunk_updates": 1, "curve_points": 1,
+            "final_updates": 1, "seeds": 4, "bootstrap_reps": 50}
+    grid = make_grid(ppo_cartpole.Config, sets, grid=[
+        "learning_rate=1e-4,1e-3,1e-2", "clip_epsilon=0.1,0.3", "entropy_coef=0,0.01"])
+    configs = grid.configs(ppo_cartpole.Config(**sets))
+    rng = np.random.default_rng(0)
+    means = rng.uniform(50, 450, (12, 4))
+    means[7] = [470.0, 480.0, 490.0, 495.0]  # lr 1e-3, clip 0.3, entropy 0.01: the best
+    means[11] = 1000.0  # would win, but one of its seeds diverges
+    means[9] = means[7]  # tied with the best on every seed
+    means[10] = [500.0, 500.0, 500.0, 20.0]  # t's upper bound > 500: clipped to the cap
+    runs = _fake_runs(means)
+    runs[11]["first_nonfinite"][2] = 1
+    timing = {"programs": [], "compile_seconds": 0.0, "run_seconds": 1.0, "timed_steps": 0}
+    summary = ppo_sensitivity.analyse(configs, grid, runs, timing, tmp_path)
+    scores = means.astype(np.float32).astype(np.float64)
+    scores[11, 2] = np.nan
+    assert summary["best"]["config"] == 7 and summary["best"]["tied_on_every_seed"] == [9]
+    assert summary["configs"][11]["finite_seeds"] == 3
+    assert summary["configs"][10]["final_return"]["high"] == 500.0
+    assert summary["configs"][10]["seeds_at_cap"] == 3
+    np.testing.assert_allclose(summary["configs"][10]["fraction_at_cap_ci"],
+                               ppo_cartpole.clopper_pearson(3, 4))
+    lines = summary["curves"][0]["lines"]
+    # lines per clip, entropy fixed at the best's 0.01: configs (lr, clip, ent) order
+    ent = np.array([c.entropy_coef for c in configs])
+    clip = np.array([c.clip_epsilon for c in configs])
+    for value in (0.1, 0.3):
+        rows = np.flatnonzero((ent == 0.01) & (clip == value))
+        np.testing.assert_allclose(lines[f"clip ε = {value:g}"]["point"],
+                                   [np.nanmean(scores[r]) for r in rows])
+    # slice over clip at lr 1e-3, entropy 0.01 (rows 5, 7); over entropy at (1e-3, 0.3)
+    np.testing.assert_allclose(summary["curves"][1]["lines"].popitem()[1]["point"],
+                               scores[[5, 7]].mean(axis=1))
+    np.testing.assert_allclose(summary["curves"][2]["lines"].popitem()[1]["point"],
+                               scores[[6, 7]].mean(axis=1))
+    for d in summary["paired_vs_best"]:
+        ok = np.isfinite(scores[d["config"]])
+        assert d["point"] == pytest.approx(np.mean(scores[7][ok] - scores[d["config"]][ok]))
+    # along the clip lines: the base clip 0.2 is not in the grid, so 0.1 is the reference
+    along = {d["config"]: d for d in summary["paired_along_lines"]}
+    assert sorted(along) == [c for c in range(12) if clip[c] == 0.3]
+    for c, d in along.items():
+        assert d["reference"] == c - 2
+        ok = np.isfinite(scores[c])
+        assert d["point"] == pytest.approx(np.mean(scores[c][ok] - scores[c - 2][ok]))
+    # steps in the learning rate: (1e-3 vs 1e-4) and (1e-2 vs 1e-3) for each clip x entropy
+    steps = {d["config"]: d["reference"] for d in summary["paired_steps_in_x"]}
+    assert steps == {c: c - 4 for c in range(4, 12)}
+    for d in summary["paired_steps_in_x"]:
+        ok = np.isfinite(scores[d["config"]])
+        assert d["point"] == pytest.approx(np.mean(scores[d["config"]][ok]
+                                                   - scores[d["reference"]][ok]))
+    worse = sum(d["low"] > 0 for d in summary["paired_vs_best"])
+    assert f"{worse} of 11 other configurations" in ppo_sensitivity.reading(summary)
+    assert set(pd.read_parquet(tmp_path / "results.parquet").columns[:4]) == {
+        "config", "learning_rate", "clip_epsilon", "entropy_coef"}

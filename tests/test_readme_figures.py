@@ -276,3 +276,32 @@ def test_every_study_with_readme_figures_has_a_committed_record():
     studies = {s for s, _, _ in FIGURES}
     assert studies <= {p.stem for p in FIGURES_DIR.glob("*.json")}
     assert studies, "no README figures are pinned"
+
+
+SENSITIVITY = ROOT / "docs" / "figures" / "ppo_cartpole_sensitivity.json"
+
+
+def _rate_label(rate: float) -> str:
+    mantissa, exponent = f"{rate:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def test_ppo_sensitivity_table_is_the_committed_grid_run():
+    """The README's learning rate x clip table is the committed grid run's summary, and
+    that run's command is the one the README shows."""
+    record = json.loads(SENSITIVITY.read_text())
+    s = record["summary"]
+    clips = record["grid"]["grid"]["clip_epsilon"]
+    for rate in record["grid"]["grid"]["learning_rate"]:
+        cells = []
+        for clip in clips:
+            (c,) = [c for c in s["configs"] if c["learning_rate"] == pytest.approx(rate)
+                    and c["clip_epsilon"] == pytest.approx(clip)]
+            f = c["final_return"]
+            cells.append(f"{f['point']:.0f} [{f['low']:.0f}, {f['high']:.0f}] "
+                         f"({c['seeds_at_cap']}/{c['finite_seeds']})")
+        row = f"| {_rate_label(rate)} | " + " | ".join(cells) + " |"
+        assert row in README, f"README's sensitivity table lacks {row!r}"
+    flags = record["command"].split("--out results/ppo-cartpole-sensitivity ")[1]
+    assert " ".join(flags.split()) in " ".join(README.replace("\\\n", " ").split())
+    assert record["config"]["total_steps"] == 102400 and s["seeds"] == 8
