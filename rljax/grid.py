@@ -110,7 +110,7 @@ class ConfigTable:
         return {name: col[c].item() for name, col in self.columns.items()}
 
     def take(self, index: np.ndarray) -> dict[str, np.ndarray]:
-        """``{name: [len(index)] array}``: the rows ``index`` (a round's config ids)."""
+        """``{name: [R] array}``: the rows ``index [R]`` (e.g. a round's config ids)."""
         return {name: col[np.asarray(index)] for name, col in self.columns.items()}
 
     def salt(self, c: int) -> int:
@@ -326,7 +326,8 @@ def split_structural(configs: Sequence[Any], traced: Sequence[str]) -> list[Prog
 
     Returns one :class:`ProgramGroup` per distinct setting of the untraced fields, in the
     order each first appears; its ``structural`` holds the untraced fields that vary
-    across ``configs`` and its table the traced values of ``traced``.
+    across ``configs``, its ``config_ids [K_g]`` the grid positions and its table the
+    traced values of ``traced`` (``[K_g]`` columns).
     """
     traced = tuple(traced)
     if not configs:
@@ -424,14 +425,14 @@ def run_grid(make_train: Any, configs: Sequence[Any], traced: Sequence[str], num
     def gather(*xs):
         return np.concatenate(xs, axis=0)[inverse]
 
-    return GridResult(outputs=jax_tree_map(gather, *parts), configs=configs,
+    return GridResult(outputs=_tree_map(gather, *parts), configs=configs,
                       seed_ids=np.arange(first_seed, first_seed + num_seeds, dtype=np.int64),
                       programs=tuple(programs), run_seconds=run_seconds,
                       nonfinite=dict(sorted(nonfinite.items())),
                       timed_fraction=timed / len(configs))
 
 
-def jax_tree_map(fn: Any, *trees: Any) -> Any:
+def _tree_map(fn: Any, *trees: Any) -> Any:
     """``jax.tree_util.tree_map`` (imported lazily: this module is read by the CLI)."""
     import jax
 

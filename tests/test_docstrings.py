@@ -61,6 +61,14 @@ NO_ARRAYS = {
     "rljax.stats.power.welch_power": "closed-form power from Python floats and ints",
     "rljax.stats.power.welch_seeds": "closed-form seed count from Python floats",
     "rljax.stats.data.atari100k_games": "a list of game names",
+    # configuration grids built from Python values (names, typed scalars, dataclasses)
+    "rljax.grid.traced_fields": "a study's traced field names (a tuple of str)",
+    "rljax.grid.structural_fields": "a study's structural field names (a tuple of str)",
+    "rljax.grid.single_grid": "a Grid of one config's Python values",
+    "rljax.grid.parse_grid": "parses --grid strings into typed Python values",
+    "rljax.grid.Sampler": "one --sample axis; draws Python scalars",
+    "rljax.grid.parse_sample": "parses a --sample string",
+    "rljax.grid.make_grid": "builds a Grid of validated Python values from CLI strings",
     # process setup
     "rljax.distributed.initialize": "starts jax.distributed from addresses and counts",
     "rljax.distributed.is_primary": "whether this is process 0",
