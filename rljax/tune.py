@@ -20,71 +20,35 @@ learning", JMLR 25, Sec. 5). The protocol here:
 5. :func:`sensitivity_curve` / :func:`plot_sensitivity` draw score against one
    hyperparameter with 95 % bands, one line per algorithm (Patterson et al. 2024, Sec. 6).
 
-**What the optimism interval covers.** Let ``b`` be the winner, ``t_b`` its tuning-seed
-statistic and ``theta_b`` its true value. The interval targets both the *realized*
-optimism ``t_b - theta_b`` (how much this tuning run overstated this winner) and the
-*expected* optimism given the winner, ``E[t_b - theta_b | b won]``. The two samples are
-independent (disjoint seeds), but the winner's tuning seeds are selected: when low scores
-come from a long lower tail (seeds that fail), the winner is the configuration whose
-tuning seeds avoided it, so their spread understates the configuration's. Plain Welch then
-under-covers (measured 0.86 at ``T = E = 8`` with ``K = 20`` on a negated lognormal). So
-for the mean the interval is Welch's t interval with the tuning variance floored at the
-evaluation variance (the evaluation seeds are not selected)::
-
-    d = mean(t) - mean(e),   a = max(s_t^2, s_e^2) / T,   b = s_e^2 / E
-    d +- t_{0.975, nu} sqrt(a + b),   nu = (a + b)^2 / (a^2 / (T - 1) + b^2 / (E - 1))
-
-(Welch 1947, Biometrika 34; the floor is ours). Other statistics use a percentile
-bootstrap resampling the two samples independently. The coverage of both was measured by
-simulation in ``tests/test_tune.py`` (``K`` in {1, 20 equal, 20 spread} configurations,
-the minimum over both targets and the settings of a kind) and is :data:`OPTIMISM_COVERAGE`;
-the note of every :class:`Optimism` quotes it. On skewed data the mean's coverage is 0.83 at
-``T = E = 8`` and 0.85 at 16: with 10 % failing seeds, 8 fresh seeds see no failure 43 % of
-the time, and no interval from them can see a tail they did not sample (run more seeds).
+**What the optimism interval covers** (formula, coverage): see
+:mod:`rljax.stats.optimism` (re-exported here). It targets the winner's realized optimism
+``t_b - theta_b`` and the expected optimism given the winner; the note of every
+:class:`Optimism` quotes its measured coverage (:data:`OPTIMISM_COVERAGE`). On skewed data
+the mean's coverage is 0.83 at ``T = E = 8`` and 0.85 at 16: with 10 % failing seeds, 8
+fresh seeds see no failure 43 % of the time, and no interval from them can see a tail they
+did not sample (run more seeds).
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from rljax.stats._validation import check_confidence, check_key, check_reps
-from rljax.stats.bootstrap import resample_indices
+from rljax.stats._validation import check_key, check_reps
+from rljax.stats.optimism import (
+    OPTIMISM_COVERAGE,
+    STATISTICS,
+    Optimism,
+    check_statistic,
+    optimism_interval,
+    optimism_note,
+    statistic_np,
+)
 from rljax.stats.reported import ReportedInterval, reported_interval
-
-STATISTICS = ("mean", "median", "iqm")
-"""Statistics a tuning run can select on and report (one sample of seeds each)."""
-
-OPTIMISM_COVERAGE: dict[str, dict[str, dict[int, float]]] = {
-    "mean": {"symmetric": {8: 0.962, 16: 0.958}, "skewed": {8: 0.828, 16: 0.854}},
-    "median": {"symmetric": {8: 0.954, 16: 0.964}},
-    "iqm": {"symmetric": {8: 0.951, 16: 0.955}},
-}
-"""Measured coverage of the 95 % :func:`optimism_interval` at ``T = E = n``:
-``{statistic: {data kind: {n: coverage}}}``, the minimum over the simulated settings of
-that kind (symmetric: normal and Student-t3 noise; skewed: lognormal, negated lognormal
-and 10 % failing seeds) and over both targets (realized and expected optimism). Checked
-against a fresh simulation by ``tests/test_tune.py``."""
-
-_METHODS = {"mean": "floored_welch_t", "median": "percentile", "iqm": "percentile"}
-_LABELS = {"floored_welch_t": "Welch t interval with the tuning variance floored at the "
-                              "evaluation variance",
-           "percentile": "percentile bootstrap of the difference (samples resampled "
-                         "independently, {reps} resamples)"}
-
-
-def _check_statistic(statistic: Any) -> str:
-    if statistic not in STATISTICS:
-        raise ValueError(f"statistic: must be one of {', '.join(STATISTICS)}, got "
-                         f"{statistic!r}")
-    return statistic
 
 
 def _check_count(name: str, value: Any, low: int) -> int:
@@ -157,16 +121,6 @@ def seed_split(tuning_seeds: int, evaluation_seeds: int, first_seed: int = 0) ->
 # ----------------------------------------------------------------------------- selection
 
 
-def _statistic_np(statistic: str, x: np.ndarray) -> np.ndarray:
-    """Statistic over the last axis (``[..., n] -> [...]``); IQM trims ``n // 4`` each side."""
-    if statistic == "mean":
-        return x.mean(-1)
-    if statistic == "median":
-        return np.median(x, -1)
-    n = x.shape[-1]
-    return np.sort(x, -1)[..., n // 4:n - n // 4].mean(-1)
-
-
 def _scores(scores: Any, name: str = "scores") -> np.ndarray:
     try:
         array = np.asarray(scores, dtype=np.float64)
@@ -191,174 +145,16 @@ def select_best(scores: Any, statistic: str = "mean", higher_is_better: bool = T
       configuration with a non-finite score on any seed (a diverged run) is never picked;
       if every one has one, ``ValueError``.
     """
-    statistic = _check_statistic(statistic)
+    statistic = check_statistic(statistic)
     x = _scores(scores)
     finite = np.isfinite(x).all(axis=1)
     if not finite.any():
         raise ValueError("scores: every configuration has a non-finite score; nothing to "
                          "select")
-    values = _statistic_np(statistic, np.where(np.isfinite(x), x, 0.0))
+    values = statistic_np(statistic, np.where(np.isfinite(x), x, 0.0))
     if not higher_is_better:
         values = -values
     return int(np.argmax(np.where(finite, values, -np.inf)))
-
-
-# ----------------------------------------------------------------------------- optimism
-
-
-class Optimism(NamedTuple):
-    """How much the tuning seeds flattered the winner, with an interval.
-
-    Every field is a Python scalar or string.
-
-    Attributes:
-      point: winner's tuning statistic minus its evaluation statistic (negated when lower
-        is better, so positive means optimistic).
-      low, high: the interval (see the module docstring for what it covers).
-      method: ``"floored_welch_t"`` (mean) or ``"percentile"`` (bootstrap).
-      note: one sentence for a report: statistic, seed counts, method, measured coverage.
-    """
-
-    point: float
-    low: float
-    high: float
-    method: str
-    note: str
-
-
-def _floored_welch_bounds(tuning: np.ndarray, evaluation: np.ndarray,
-                          confidence: float) -> tuple[np.ndarray, np.ndarray]:
-    """Welch bounds of ``mean(t) - mean(e)`` with ``s_t^2`` floored at ``s_e^2``.
-
-    ``tuning [..., T]``, ``evaluation [..., E]`` -> ``(low [...], high [...])``, vectorised
-    over the leading axes (the coverage simulation calls it on ``[sims, n]`` arrays).
-    """
-    import scipy.stats as sps
-
-    n_t, n_e = tuning.shape[-1], evaluation.shape[-1]
-    var_e = evaluation.var(-1, ddof=1)
-    a = np.maximum(tuning.var(-1, ddof=1), var_e) / n_t
-    b = var_e / n_e
-    with np.errstate(invalid="ignore", divide="ignore"):
-        df = (a + b) ** 2 / (a ** 2 / (n_t - 1) + b ** 2 / (n_e - 1))
-        half = np.where(a + b > 0, sps.t.ppf(0.5 + confidence / 2, df) * np.sqrt(a + b), 0.0)
-    d = tuning.mean(-1) - evaluation.mean(-1)
-    return d - half, d + half
-
-
-def _rank_window(statistic: str, n: int) -> tuple[int, int]:
-    """The ranks ``(lo, hi]`` (0-based, sorted) a statistic averages over ``n`` values."""
-    if statistic == "mean":
-        return 0, n
-    if statistic == "median":
-        return (n - 1) // 2, n // 2 + 1
-    return n // 4, n - n // 4
-
-
-def _resampled_statistic(sorted_x: jax.Array, index: jax.Array, statistic: str) -> jax.Array:
-    """``[R]`` statistic of the resamples ``sorted_x[index]`` (``index [R, n]``), without
-    sorting them: the mean of ranks ``(lo, hi]`` of a resample weights each sorted value by
-    how many of its copies land in those ranks (copies of ``sorted_x[j]`` hold ranks
-    ``(C_{j-1}, C_j]``, ``C`` the cumulative counts)."""
-    reps, n = index.shape
-    lo, hi = _rank_window(statistic, n)
-    counts = jnp.zeros((reps, n), jnp.int32).at[jnp.arange(reps)[:, None], index].add(1)
-    upper = jnp.cumsum(counts, -1)
-    weight = jnp.clip(jnp.minimum(upper, hi) - jnp.maximum(upper - counts, lo), 0, None)
-    return (weight * sorted_x).sum(-1) / (hi - lo)
-
-
-@functools.partial(jax.jit, static_argnames=("statistic", "reps", "confidence"))
-def _bootstrap_bounds(tuning: jax.Array, evaluation: jax.Array, key: jax.Array,
-                      statistic: str, reps: int, confidence: float) -> jax.Array:
-    """``[2]`` percentile bounds of ``stat(t*) - stat(e*)``, ``t* [reps, T]`` and
-    ``e* [reps, E]`` drawn independently with replacement (vmappable over samples/keys)."""
-    key_t, key_e = jax.random.split(key)
-    n_t, n_e = tuning.shape[0], evaluation.shape[0]
-    replicates = (
-        _resampled_statistic(jnp.sort(tuning), resample_indices(key_t, n_t, (reps, n_t)),
-                             statistic)
-        - _resampled_statistic(jnp.sort(evaluation),
-                               resample_indices(key_e, n_e, (reps, n_e)), statistic))
-    alpha = (1.0 - confidence) / 2.0
-    return jnp.quantile(replicates, jnp.array([alpha, 1.0 - alpha]))
-
-
-def _sample(x: Any, name: str) -> np.ndarray:
-    try:
-        array = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name}: must be a numeric 1-D array of seeds") from err
-    if array.ndim != 1 or array.shape[0] < 2:
-        raise ValueError(f"{name}: must be 1-D with at least 2 seeds, got shape {array.shape}")
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name}: has a non-finite value at index "
-                         f"{int(np.argmin(np.isfinite(array)))}")
-    return array
-
-
-def optimism_interval(winner_tuning: Any, winner_evaluation: Any, *, statistic: str = "mean",
-                      confidence: float = 0.95, key: jax.Array | None = None,
-                      reps: int = 2000) -> tuple[float, float, float, str]:
-    """Interval of the winner's optimism ``stat(tuning) - stat(evaluation)``.
-
-    For the mean: Welch's t interval with the tuning variance floored at the evaluation
-    variance (formula in the module docstring; Welch 1947). For ``"median"`` and
-    ``"iqm"``: a percentile bootstrap of the difference, resampling the two samples
-    independently (Efron & Tibshirani 1993, Ch. 13). Coverage: :data:`OPTIMISM_COVERAGE`.
-
-    Args:
-      winner_tuning: ``[T]`` the winner's scores on the tuning seeds (``T >= 2``).
-      winner_evaluation: ``[E]`` its scores on the disjoint evaluation seeds (``E >= 2``).
-      statistic: ``"mean"``, ``"median"`` or ``"iqm"``.
-      confidence: nominal coverage in (0, 1) (coverage was measured at 0.95).
-      key: JAX PRNG key, required for the bootstrap statistics.
-      reps: bootstrap resamples.
-
-    Returns:
-      ``(point, low, high, method)``: Python floats and the method name.
-    """
-    statistic = _check_statistic(statistic)
-    confidence = check_confidence(confidence)
-    tuning = _sample(winner_tuning, "winner_tuning")
-    evaluation = _sample(winner_evaluation, "winner_evaluation")
-    point = float(_statistic_np(statistic, tuning) - _statistic_np(statistic, evaluation))
-    method = _METHODS[statistic]
-    if method == "floored_welch_t":
-        low, high = _floored_welch_bounds(tuning, evaluation, confidence)
-    else:
-        if key is None:
-            raise ValueError(f"key: the {statistic} optimism interval is a bootstrap; pass "
-                             "key=jax.random.key(seed)")
-        low, high = np.asarray(_bootstrap_bounds(
-            jnp.asarray(tuning, jnp.float32), jnp.asarray(evaluation, jnp.float32),
-            check_key(key), statistic, check_reps(reps), confidence), np.float64)
-    return point, float(low), float(high), method
-
-
-def _optimism_note(statistic: str, method: str, n_tuning: int, n_evaluation: int,
-                   data: str, confidence: float, reps: int) -> str:
-    head = (f"optimism ({statistic} of the winner on {n_tuning} tuning seeds minus on "
-            f"{n_evaluation} fresh evaluation seeds): {_LABELS[method].format(reps=reps)}")
-    by_kind = OPTIMISM_COVERAGE[statistic]
-    n = min(n_tuning, n_evaluation)
-    sizes = sorted({k for cells in by_kind.values() for k in cells if k <= n})
-    if not math.isclose(confidence, 0.95) or not sizes:
-        return head + "; coverage not measured at this confidence or n (measured at 95 %, " \
-            "T = E = 8 and 16)."
-    n_sim = sizes[-1]
-    kinds = list(by_kind) if data == "any" else [data]
-    known = {k: by_kind[k][n_sim] for k in kinds if k in by_kind and n_sim in by_kind[k]}
-    if not known:
-        measured = ", ".join(f"{k} {v[n_sim]:.3f}" for k, v in by_kind.items())
-        return head + f"; coverage not measured on {data} data (measured at n = {n_sim}: " \
-            f"{measured})."
-    kind, coverage = min(known.items(), key=lambda kv: kv[1])
-    tail = (f"; measured coverage {coverage:.3f} of the realized and the expected optimism "
-            f"(min over simulated {kind} settings at T = E = {n_sim}, tests/test_tune.py)")
-    if coverage < 0.93:
-        tail += "; below 0.93, so run more seeds"
-    return head + tail + "."
 
 
 # ----------------------------------------------------------------------------- tune
@@ -428,7 +224,7 @@ def tune(run_configs: RunConfigs, num_configs: int, split: SeedSplit, *,
     Returns:
       :class:`TuningResult`.
     """
-    statistic = _check_statistic(statistic)
+    statistic = check_statistic(statistic)
     num_configs = _check_count("num_configs", num_configs, 1)
     if not isinstance(split, SeedSplit):
         raise ValueError(f"split: must be a SeedSplit (rljax.tune.seed_split), got "
@@ -446,10 +242,10 @@ def tune(run_configs: RunConfigs, num_configs: int, split: SeedSplit, *,
         reps=reps)
     if not higher_is_better:
         point, low, high = -point, -high, -low
-    note = _optimism_note(statistic, method, split.tuning_count, split.evaluation_count,
+    note = optimism_note(statistic, method, split.tuning_count, split.evaluation_count,
                           data, 0.95, reps)
     return TuningResult(best=best, tuning_scores=tuning, evaluation_scores=evaluation,
-                        tuning_point=float(_statistic_np(statistic, tuning[best])),
+                        tuning_point=float(statistic_np(statistic, tuning[best])),
                         evaluation=reported, optimism=Optimism(point, low, high, method, note),
                         split=split, statistic=statistic)
 
@@ -576,7 +372,7 @@ def sensitivity_curve(scores: Any, values: Any, mask: Any = None, *, statistic: 
     Returns:
       :class:`SensitivityCurve` with ``[V]`` arrays.
     """
-    statistic = _check_statistic(statistic)
+    statistic = check_statistic(statistic)
     x = _scores(scores)
     v = np.asarray(values)
     if v.shape != (x.shape[0],):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rljax import tune as tn
+from rljax.stats import optimism as om
 from rljax.stats.reported import reported_interval
 
 pytestmark = pytest.mark.timeout(240)
@@ -206,7 +207,7 @@ SETTINGS = {"K=1": np.zeros(1), "K=20 equal": np.zeros(20),
 
 def _winners(rng, mus, noise, n, sims, statistic):
     tuning = mus[None, :, None] + _noise(noise, rng, (sims, mus.size, n))
-    best = np.argmax(tn._statistic_np(statistic, tuning), axis=1)
+    best = np.argmax(om.statistic_np(statistic, tuning), axis=1)
     return tuning[np.arange(sims), best], best
 
 
@@ -219,7 +220,7 @@ def cell_coverage(statistic, noise, mus, n, sims, seed, key=None):
     truth = mus + TRUE_SHIFT.get(noise, 0.0)
     # Expected optimism of each possible winner, from separate selections.
     ref_t, ref_b = _winners(rng, mus, noise, n, 4 * sims, statistic)
-    ref_opt = tn._statistic_np(statistic, ref_t) - truth[ref_b]
+    ref_opt = om.statistic_np(statistic, ref_t) - truth[ref_b]
     if np.ptp(mus) == 0:  # exchangeable configurations: the same for every winner
         expected = np.full(mus.size, ref_opt.mean())
     else:
@@ -228,13 +229,13 @@ def cell_coverage(statistic, noise, mus, n, sims, seed, key=None):
     tuning, best = _winners(rng, mus, noise, n, sims, statistic)
     evaluation = mus[best][:, None] + _noise(noise, rng, (sims, n))
     if statistic == "mean":
-        low, high = tn._floored_welch_bounds(tuning, evaluation, 0.95)
+        low, high = om._floored_welch_bounds(tuning, evaluation, 0.95)
     else:
-        bounds = jax.vmap(lambda t, e, k: tn._bootstrap_bounds(t, e, k, statistic, 499, 0.95))(
+        bounds = jax.vmap(lambda t, e, k: om._bootstrap_bounds(t, e, k, statistic, 499, 0.95))(
             jnp.asarray(tuning, jnp.float32), jnp.asarray(evaluation, jnp.float32),
             jax.random.split(key, sims))
         low, high = np.asarray(bounds, np.float64).T
-    realized = tn._statistic_np(statistic, tuning) - truth[best]
+    realized = om.statistic_np(statistic, tuning) - truth[best]
     return (float(np.mean((low <= realized) & (realized <= high))),
             float(np.mean((low <= expected[best]) & (expected[best] <= high))))
 
@@ -277,8 +278,8 @@ def test_resampled_statistic_matches_sorting_each_resample(n):
     index = np.random.default_rng(1).integers(0, n, size=(300, n))
     resamples = np.sort(x[index], axis=1)
     for statistic in tn.STATISTICS:
-        got = jax.jit(tn._resampled_statistic, static_argnums=2)(x, index, statistic)
-        want = tn._statistic_np(statistic, resamples)
+        got = jax.jit(om._resampled_statistic, static_argnums=2)(x, index, statistic)
+        want = om.statistic_np(statistic, resamples)
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
 
 
@@ -294,7 +295,7 @@ def test_plain_welch_would_undercover_left_skewed_data():
     df = (a + b) ** 2 / (a ** 2 / 7 + b ** 2 / 7)
     d, half = realized - evaluation.mean(1), sps.t.ppf(0.975, df) * np.sqrt(a + b)
     plain = np.mean((d - half <= realized) & (realized <= d + half))
-    low, high = tn._floored_welch_bounds(tuning, evaluation, 0.95)
+    low, high = om._floored_welch_bounds(tuning, evaluation, 0.95)
     floored = np.mean((low <= realized) & (realized <= high))
     assert plain < 0.88 and floored > plain + 0.015
 
