@@ -34,3 +34,19 @@ else:
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+# Longest first: pytest-xdist hands tests out in collection order, so a slow file collected
+# last (notebooks, sweep survival: late in the alphabet) would leave one worker running it
+# alone at the end. These files held the slowest tests of a full run (--durations, 2
+# workers); they go first, the rest keep their order.
+SLOW_FIRST = ("test_notebooks.py", "test_lm_training.py", "test_lm_grpo_study.py",
+              "test_sweep_survival.py", "test_bench_lm.py", "test_ppo_traced.py",
+              "test_mctx_import_swap.py", "test_ppo.py", "test_bench_scaling.py",
+              "test_search_studies.py", "test_interval_coverage.py", "test_ppo_cartpole.py",
+              "test_tune.py", "test_gdro_study.py", "test_mcts.py", "test_equation_training.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))
