@@ -320,7 +320,8 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
         if isinstance(value, int | float | str) or value is None:
             print(f"  {key}: {value}")
     if opts.nonfinite:
-        shown = ", ".join(f"seed {r['seed']} ({r['sweep']}, step {r['step']})"
+        shown = ", ".join(("" if "config" not in r else f"config {r['config']} ")
+                          + f"seed {r['seed']} ({r['sweep']}, step {r['step']})"
                           for r in opts.nonfinite[:5])
         more = f" and {len(opts.nonfinite) - 5} more" if len(opts.nonfinite) > 5 else ""
         print(f"warning: {len(opts.nonfinite)} seed run(s) went non-finite: {shown}{more}; "
