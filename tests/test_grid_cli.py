@@ -193,3 +193,14 @@ def test_config_table_rows_and_salts():
     with pytest.raises(ConfigError, match="row 1"):
         ConfigTable.from_rows([{"lr": 0.1}, {"b": 0.2}])
 
+
+
+def test_nonfinite_runs_are_named_by_config_and_seed(tmp_path, toy, capsys):
+    out = tmp_path / "nan"
+    assert _run(out, "--grid", "a=0.5,-1.8") == 0
+    err = capsys.readouterr().err
+    assert "config 1 seed 0" in err and "config 0" not in err
+    records = json.loads((out / "nonfinite.json").read_text())
+    assert {(r["config"], r["seed"]) for r in records} == {(1, s) for s in range(6)}
+    frame = pd.read_parquet(out / "results.parquet")
+    assert frame[frame.config == 0]["r"].notna().all()
