@@ -172,8 +172,12 @@ def test_tiny_training_runs_under_jit_and_vmap():
     # Seeds differ; evaluation runs on one seed's trained parameters and gives fractions.
     assert not np.allclose(np.asarray(logs["loss"][0]), np.asarray(logs["loss"][1]))
     one = jax.tree_util.tree_map(lambda x: x[0], params)
-    acc = evaluate_greedy(one, jax.random.key(1), 2, 16, config=config)
-    sampled = evaluate_sampled(one, jax.random.key(1), 1, 16, config=config)
+    # Under jit: one program each (run eagerly, every op of the vmapped attempt would
+    # dispatch, and compile, on its own).
+    acc = jax.jit(lambda p, k: evaluate_greedy(p, k, 2, 16, config=config))(
+        one, jax.random.key(1))
+    sampled = jax.jit(lambda p, k: evaluate_sampled(p, k, 1, 16, config=config))(
+        one, jax.random.key(1))
     assert 0.0 <= float(acc) <= 1.0 and 0.0 <= float(sampled) <= 1.0
 
 

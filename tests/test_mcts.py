@@ -150,19 +150,22 @@ def test_get_subtree_matches_reference_and_seeds_the_next_search():
     action = jnp.array([int(np.argmax(tree.children_visits[b, 0])) for b in range(3)])
     action = action.at[2].set(int(np.argmin(tree.children_visits[2, 0])))  # maybe unexpanded
     sub = jax.jit(rs.get_subtree)(tree, action)
+    # Compare on host copies: indexing the device arrays element by element in Python
+    # would dispatch (and compile) one small op per index.
+    t, s = jax.device_get((tree, sub))
     for b in range(3):
-        members = subtree_reference(tree, b, int(action[b]))
+        members = subtree_reference(t, b, int(action[b]))
         k = len(members)
-        np.testing.assert_array_equal(sub.node_visits[b, :k], tree.node_visits[b, members])
-        np.testing.assert_array_equal(sub.node_values[b, :k], tree.node_values[b, members])
-        np.testing.assert_array_equal(sub.embeddings[b, :k], tree.embeddings[b, members])
-        np.testing.assert_array_equal(sub.node_visits[b, k:], 0)
+        np.testing.assert_array_equal(s.node_visits[b, :k], t.node_visits[b, members])
+        np.testing.assert_array_equal(s.node_values[b, :k], t.node_values[b, members])
+        np.testing.assert_array_equal(s.embeddings[b, :k], t.embeddings[b, members])
+        np.testing.assert_array_equal(s.node_visits[b, k:], 0)
         relabel = {old: new for new, old in enumerate(members)}
         for new, old in enumerate(members):
-            want = [relabel.get(int(c), -1) for c in tree.children_index[b, old]]
-            np.testing.assert_array_equal(sub.children_index[b, new], want)
+            want = [relabel.get(int(c), -1) for c in t.children_index[b, old]]
+            np.testing.assert_array_equal(s.children_index[b, new], want)
         if k:
-            assert sub.node_visits[b, 0] == tree.children_visits[b, 0, int(action[b])]
+            assert s.node_visits[b, 0] == t.children_visits[b, 0, int(action[b])]
 
     # The next search continues from the subtree: reused visits stay, new ones add up.
     child = tree.children_index[jnp.arange(3), 0, action]

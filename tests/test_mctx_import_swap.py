@@ -33,17 +33,23 @@ def user_code(mctx):
         """The demo's ``convert_tree_to_graph`` without pygraphviz: a list of edges."""
         chex.assert_rank(tree.node_values, 2)
         tree = jax.device_get(tree)  # numpy leaves: cheap Python-side indexing
+        # One compiled program for every node's Q-values (called eagerly, mctx's
+        # ``qvalues`` traces a vmap on every call).
+        qvalues = jax.jit(mctx.Tree.qvalues)
         batch_size = tree.node_values.shape[0]
         edges = []
         for node_i in range(tree.num_simulations):
+            if not (tree.children_index[batch_index, node_i] >= 0).any():
+                continue  # no edges out of this node
+            node_index = jnp.full([batch_size], node_i)
+            q = np.asarray(qvalues(tree, node_index))
+            probs = np.asarray(jax.nn.softmax(tree.children_prior_logits[batch_index, node_i]))
             for a_i in range(tree.num_actions):
                 children_i = tree.children_index[batch_index, node_i, a_i]
                 if children_i >= 0:
-                    node_index = jnp.full([batch_size], node_i)
-                    probs = jax.nn.softmax(tree.children_prior_logits[batch_index, node_i])
                     edges.append((
                         node_i, a_i, int(children_i),
-                        float(tree.qvalues(node_index)[batch_index, a_i]),
+                        float(q[batch_index, a_i]),
                         float(probs[a_i]),
                         float(tree.children_rewards[batch_index, node_i, a_i]),
                         float(tree.children_discounts[batch_index, node_i, a_i]),
