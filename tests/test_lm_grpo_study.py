@@ -8,7 +8,7 @@ import pytest
 
 from rljax.cli import main
 
-TINY = ("sft_steps=3", "rl_steps=4", "steps_per_chunk=2", "prompts_per_step=2",
+TINY = ("sft_steps=0", "rl_steps=4", "steps_per_chunk=2", "prompts_per_step=2",
         "group_size=2", "width=16", "num_layers=1", "num_heads=2", "eval_prompts=8",
         "bootstrap_reps=50", "run_format_only=false", "run_ppo=false",
         "measure_memory=false")

@@ -67,7 +67,8 @@ def test_training_draws_are_disjoint_from_the_evaluation_set():
 def test_warm_up_lowers_the_supervised_loss():
     trainer = make_lm_trainer(dataclasses.replace(TINY, sft_steps=30))
     params = trainer.policy.init(jax.random.key(0))
-    problems = trainer.sample_problems(jax.random.key(1), 64)
+    # jitted: op-by-op, the draw compiles each of its small ops (~8 CPU s)
+    problems = jax.jit(trainer.sample_problems, static_argnums=1)(jax.random.key(1), 64)
     loss = jax.jit(trainer.sft_loss)
     before = float(loss(params, problems))
     after = float(loss(jax.jit(trainer.warm_up)(params, jax.random.key(2)), problems))
@@ -107,10 +108,13 @@ def test_rl_step_trains_on_rewards_and_never_on_nan_rewards(algorithm):
 
 
 def test_chunked_sweep_is_per_seed_resumes_bitwise_and_checks_config(tmp_path):
-    trainer = make_lm_trainer(TINY)
+    """3 seeds in blocks of 2, 2 chunks of 2 RL steps, warm-up included (its per-seed
+    draws are part of what must be per seed and resumable)."""
+    config = TINY
+    trainer = make_lm_trainer(config)
     sweep = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
-                         num_chunks=TINY.num_chunks, block_size=2)
-    meta = {"config": dataclasses.asdict(TINY)}
+                         num_chunks=config.num_chunks, block_size=2)
+    meta = {"config": dataclasses.asdict(config)}
     directory = tmp_path / "a"
     full = sweep.run(3, checkpointer=Checkpointer(directory, metadata=meta))
     assert full.outputs["logs"]["reward"].shape == (3, 2, 2)
@@ -156,9 +160,10 @@ def test_step_memory_counts_the_critic():
 
 def test_prompt_gdro_curriculum_over_levels():
     """A curriculum sampler picks the levels (difficulty = level) and learns from the
-    groups; the level mix it drew is reported."""
+    groups; the level mix it drew is reported. No warm-up (``sft_steps=0``): the sampler's
+    bookkeeping does not depend on it, and it would only add its compile."""
     config = dataclasses.replace(TINY, levels=(0, 1), curriculum="prompt_gdro",
-                                 prompts_per_step=4, group_size=2)
+                                 prompts_per_step=4, group_size=2, sft_steps=0)
     trainer = make_lm_trainer(config)
     state = jax.jit(trainer.init)(jax.random.key(0))
     new, metrics = jax.jit(trainer.rl_step)(state)
