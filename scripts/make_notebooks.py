@@ -546,14 +546,14 @@ SEARCH = [
     To solve a problem the agent runs one Gumbel MuZero search per move and plays the
     search's action, for at most 8 moves; it is right if it states the right answer. One
     seed of the sweep is a fresh set of 16 problems (4 per difficulty level) and fresh
-    search randomness, solved at 4, 16 and 64 simulations per move; 16 seeds give 256
+    search randomness, solved at 4, 16 and 64 simulations per move; 8 seeds give 128
     problems per budget. The sweep also keeps the first search tree of one level-2
     problem, to look at below. Each budget is a separate compiled search (the number of
     simulations fixes the loop), and compiling them is most of this notebook's run time.
     """),
     code("""
     SIMULATIONS = (4, 16, 64)  # per move
-    PER_LEVEL, SEEDS = 4, 16
+    PER_LEVEL, SEEDS = 4, 8
     SHOW = 2 * PER_LEVEL       # the first level-2 problem: its first tree is kept
 
     def solve(key, obs, state, num_simulations):
@@ -730,7 +730,7 @@ LM_GRPO = [
     15 never seen in training to evaluate on.
 
     To run in seconds, everything is tiny: one transformer layer of width 32, a 50-step
-    warm-up and 150 GRPO steps of 16 prompts x 8 completions, 5 seeds in one vmapped
+    warm-up and 50 GRPO steps of 16 prompts x 8 completions, 5 seeds in one vmapped
     program. XLA compilation of the trainer's two programs (`init` and `advance`) takes
     most of this notebook's time.
     """),
@@ -748,7 +748,7 @@ LM_GRPO = [
         min_split_problems=100,               # split it anyway: 85 train / 15 held out
         width=32, num_layers=1, num_heads=2,  # the study uses width 64, 2 layers, 4 heads
         sft_steps=50, sft_batch=64,           # a short supervised warm-up on correct answers
-        rl_steps=150, steps_per_chunk=50,     # GRPO: 3 chunks of 50 steps
+        rl_steps=50, steps_per_chunk=25,      # GRPO: 2 chunks of 25 steps
         prompts_per_step=16, group_size=8,    # 16 prompts x 8 sampled completions per step
         learning_rate=1e-3, advantage="group_relative", kl_beta=0.0,
         eval_prompts=100)                     # 100 i.i.d. draws from the held-out side
@@ -805,7 +805,7 @@ LM_GRPO = [
     scores them with the accuracy program (1 for the right integer, else 0), turns the
     rewards of each group into GRPO advantages `(r - mean) / std` and applies the clipped
     policy-gradient loss with Adam. A group where all 8 completions are equally right or
-    wrong carries no signal. After each chunk of 50 steps the trainer evaluates greedy
+    wrong carries no signal. After each chunk of 25 steps the trainer evaluates greedy
     decoding on the held-out prompts.
     """),
     code("""
