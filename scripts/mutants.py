@@ -80,7 +80,8 @@ MUTANTS = (
            "leaf_value = reward - discount * leaf_value",
            ("tests/test_mcts.py", "tests/test_mcts_equivalence.py")),
     Mutant("block_padding_off", "rljax/sweep.py",
-           "            out = program[\"compiled\"](*self._round_inputs(pairs, r * self.round_size))\n",
+           "            out = program[\"compiled\"](*self._round_inputs(pairs, "
+           "r * self.round_size))\n",
            "            out = program[\"jitted\"](*jax.tree_util.tree_map(\n"
            "                lambda x, n=setup.seeds_in(r): x[:n],\n"
            "                self._round_inputs(pairs, r * self.round_size)))\n",
