@@ -248,6 +248,8 @@ class _Pairs:
         self.num_seeds, self.first_seed, self.table = int(num_seeds), int(first_seed), table
         self.num_configs = 1 if table is None else len(table)
         self.total = self.num_configs * self.num_seeds
+        self.salts = (None if table is None else
+                      np.asarray([table.salt(c) for c in range(len(table))], np.int32))
 
     def slots(self, first: int, size: int) -> tuple[np.ndarray, np.ndarray]:
         """``(seed ids int32 [size], config ids int64 [size])`` of slots ``first ..``."""
@@ -383,8 +385,28 @@ def _keys(base_key: PRNGKey, seed_ids: jax.Array, salts: jax.Array | None) -> PR
     return keys
 
 
-def _salts(table: Any, config_ids: np.ndarray) -> np.ndarray:
-    return np.asarray([table.salt(int(c)) for c in config_ids], np.int32)
+def _round_inputs(sweep: Any, pairs: _Pairs, first: int) -> tuple[Any, Any, Any]:
+    """Slots ``first .. first + round_size - 1`` as global arrays ``(seed ids [R],
+    hparams {name: [R]} or None, salts [R] or None)``; salts only for an unpaired sweep."""
+    seed_ids, config_ids = pairs.slots(first, sweep.round_size)
+    hparams = salts = None
+    if pairs.table is not None:
+        hparams = {name: global_array(v, sweep.sharding)
+                   for name, v in pairs.table.take(config_ids).items()}
+        if not sweep.paired:
+            salts = global_array(pairs.salts[config_ids], sweep.sharding)
+    return global_array(seed_ids, sweep.sharding), hparams, salts
+
+
+def _debug_inputs(sweep: Any, pairs: _Pairs, seed: int) -> tuple[PRNGKey, tuple[Any, ...]]:
+    """The debugged run's key and extra arguments: seed ``seed`` of the first config
+    (``(hparams,)`` with configs, ``()`` without)."""
+    key = seed_key(sweep.base_seed, pairs.first_seed + seed)
+    if pairs.table is None:
+        return key, ()
+    if not sweep.paired:
+        key = jax.random.fold_in(key, pairs.table.salt(0))
+    return key, ({k: jnp.asarray(v) for k, v in pairs.table.row(0).items()},)
 
 
 class Sweep:
@@ -490,14 +512,11 @@ class Sweep:
         return float(program["seconds"])
 
     def _round_inputs(self, pairs: _Pairs, first: int) -> tuple[Any, ...]:
-        seed_ids, config_ids = pairs.slots(first, self.round_size)
-        args = [global_array(seed_ids, self.sharding)]
-        if pairs.table is not None:
-            args.append({name: global_array(v, self.sharding)
-                         for name, v in pairs.table.take(config_ids).items()})
-            if not self.paired:
-                args.append(global_array(_salts(pairs.table, config_ids), self.sharding))
-        return tuple(args)
+        """The block program's arguments for the slots from ``first``."""
+        ids, hparams, salts = _round_inputs(self, pairs, first)
+        if pairs.table is None:
+            return (ids,)
+        return (ids, hparams) if self.paired else (ids, hparams, salts)
 
     def run_round(self, first_seed: int, configs: Any = None,
                   pairs: _Pairs | None = None) -> Any:
@@ -544,17 +563,8 @@ class Sweep:
         setup = _Setup(self, pairs, desc, progress, checkpointer, resume, None)
         if setup.debug_seed is not None:
             seed = _check_debug_seed(setup.debug_seed, num_seeds)
-            seed_id = first_seed + seed
-            if configs is None:
-                out = _run_debug_seed(setup.name, seed,
-                                      lambda: self.train(seed_key(self.base_seed, seed_id)))
-            else:
-                key = seed_key(self.base_seed, seed_id)
-                if not self.paired:
-                    key = jax.random.fold_in(key, configs.salt(0))
-                hp = {k: jnp.asarray(v) for k, v in configs.take(np.zeros(1, int)).items()}
-                hp = {k: v[0] for k, v in hp.items()}
-                out = _run_debug_seed(setup.name, seed, lambda: self.train(key, hp))
+            key, extra = _debug_inputs(self, pairs, seed)
+            out = _run_debug_seed(setup.name, seed, lambda: self.train(key, *extra))
             return _debug_result(out, pairs, self.block_size)
         compile_seconds = self.compile(configs)
         program = self._program(configs)
@@ -707,14 +717,7 @@ class ChunkedSweep:
 
     def _inputs(self, pairs: _Pairs, r: int) -> tuple[Any, Any, Any]:
         """Round ``r``'s ``(seed ids, hparams, salts)`` as global arrays."""
-        seed_ids, config_ids = pairs.slots(r * self.round_size, self.round_size)
-        hparams = salts = None
-        if pairs.table is not None:
-            hparams = {name: global_array(v, self.sharding)
-                       for name, v in pairs.table.take(config_ids).items()}
-            if not self.paired:
-                salts = global_array(_salts(pairs.table, config_ids), self.sharding)
-        return global_array(seed_ids, self.sharding), hparams, salts
+        return _round_inputs(self, pairs, r * self.round_size)
 
     def run(
         self,
@@ -836,12 +839,7 @@ class ChunkedSweep:
 
     def _debug(self, setup: _Setup, pairs: _Pairs) -> SweepResult:
         seed = _check_debug_seed(setup.debug_seed, pairs.num_seeds)
-        key = seed_key(self.base_seed, pairs.first_seed + seed)
-        extra: tuple[Any, ...] = ()
-        if pairs.table is not None:
-            if not self.paired:
-                key = jax.random.fold_in(key, pairs.table.salt(0))
-            extra = ({k: jnp.asarray(v) for k, v in pairs.table.row(0).items()},)
+        key, extra = _debug_inputs(self, pairs, seed)
 
         def run_one():
             state = self.init(key, *extra)

@@ -204,3 +204,12 @@ def test_nonfinite_runs_are_named_by_config_and_seed(tmp_path, toy, capsys):
     assert {(r["config"], r["seed"]) for r in records} == {(1, s) for s in range(6)}
     frame = pd.read_parquet(out / "results.parquet")
     assert frame[frame.config == 0]["r"].notna().all()
+
+
+def test_debug_nans_on_a_grid_reruns_the_first_config(tmp_path, toy, capsys):
+    out = tmp_path / "dbg"
+    assert _run(out, "--grid", "a=-1.8,0.5", "--debug-nans", "2") == 1
+    assert "seed 2, sweep '01-toy-grid': first non-finite value" in capsys.readouterr().out
+    assert _run(out, "--grid", "a=0.5,-1.8", "--debug-nans", "2") == 0  # config 0 is finite
+    assert "stayed finite" in capsys.readouterr().out
+    assert not out.exists()
