@@ -270,7 +270,7 @@ def traced_sgd(params: Any, grads: Any, learning_rate: jax.Array) -> Any:
     """One plain SGD step with a (possibly traced) learning rate.
 
     ``params <- params + (-learning_rate) * grads`` per leaf: ``optax.sgd(learning_rate)``
-    without momentum (``scale_by_learning_rate`` then ``apply_updates``), written with the
+    without momentum (``scale_by_learning_rate`` then ``apply_updates``), built with the
     rate as an argument so one compiled program runs any rate (bitwise the same result as
     ``optax.sgd`` for the same float32 rate; tests/test_gdro_study.py).
 
@@ -282,7 +282,8 @@ def traced_sgd(params: Any, grads: Any, learning_rate: jax.Array) -> Any:
     Returns:
       The updated ``params``.
     """
-    updates = jax.tree_util.tree_map(lambda g: -learning_rate * g, grads)
+    sgd = optax.sgd(learning_rate)  # optax takes a traced rate; plain SGD keeps no state
+    updates, _ = sgd.update(grads, sgd.init(params), params)
     return optax.apply_updates(params, updates)
 
 
