@@ -14,8 +14,14 @@ from rljax.envs.chain import REWARD_MODES, ChainMDP, ChainParams, ChainState
 from rljax.envs.classic import CartPole, CartPoleParams, CartPoleState
 from rljax.envs.equation import EquationEnv, EquationParams, EquationState
 from rljax.envs.gymnax_adapter import GymnaxEnv, from_gymnax
+from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space, from_gymnax_space
 
 __all__ = [
+    "Space",
+    "Discrete",
+    "Box",
+    "as_rljax_space",
+    "from_gymnax_space",
     "Environment",
     "EnvParams",
     "EnvState",

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from rljax.envs.spaces import Box, Discrete, Space
 from rljax.types import Array, PRNGKey
 
 
@@ -42,8 +43,11 @@ class EnvParams:
 class Environment:
     """Base class of pure-functional environments (see the module docstring).
 
-    Subclasses implement :meth:`reset_env`, :meth:`step_env`, :attr:`num_actions` and
-    :meth:`default_params`; the base class supplies auto-reset in :meth:`step`.
+    Subclasses implement :meth:`reset_env`, :meth:`step_env`, :meth:`default_params` and
+    either :attr:`num_actions` (a discrete action set) or :meth:`action_space` (e.g. a
+    :class:`~rljax.envs.spaces.Box` for continuous control); the base class supplies
+    auto-reset in :meth:`step`, ``action_space`` from ``num_actions`` and
+    :meth:`observation_space` from the shape :meth:`reset` returns.
 
     Shapes, for one environment (a batch of environments is a ``vmap``): ``key`` is a
     typed key ``[]``; ``action`` an int32 scalar ``[]`` in ``[0, num_actions)``;
@@ -59,9 +63,35 @@ class Environment:
         return EnvParams()
 
     @property
+    def name(self) -> str:
+        """The environment's name (its class name unless a subclass says otherwise)."""
+        return type(self).__name__
+
+    @property
     def num_actions(self) -> int:
-        """Size of the discrete action set."""
-        raise NotImplementedError
+        """Size of the discrete action set (``ValueError`` for a continuous action space)."""
+        space = self.action_space()
+        if isinstance(space, Discrete):
+            return space.n
+        raise ValueError(f"{self.name}: num_actions is for Discrete action spaces; this "
+                         f"env's action space is {space!r}")
+
+    def action_space(self, params: Any = None) -> Space:
+        """The action space: ``Discrete(num_actions)`` unless a subclass overrides it
+        (a :class:`~rljax.envs.spaces.Box` of shape ``[A]`` for continuous control)."""
+        if type(self).num_actions is Environment.num_actions:
+            raise NotImplementedError(f"{self.name}: define num_actions or action_space")
+        return Discrete(self.num_actions)
+
+    def observation_space(self, params: Any = None) -> Space:
+        """The observation space; by default an unbounded :class:`~rljax.envs.spaces.Box`
+        of the shape and dtype :meth:`reset` returns (computed abstractly, no compute)."""
+        params = self.default_params if params is None else params
+        obs, _ = jax.eval_shape(self.reset, jax.random.key(0), params)
+        if not hasattr(obs, "shape"):
+            raise ValueError(f"{self.name}: observations are a pytree, not one array; "
+                             "define observation_space")
+        return Box(-jnp.inf, jnp.inf, tuple(obs.shape), dtype=obs.dtype)
 
     def reset(self, key: PRNGKey, params: EnvParams | None = None) -> tuple[Array, Any]:
         """Start an episode from ``key`` (a typed key ``[]``).
