@@ -78,7 +78,7 @@ def mcts_recurrent_fn(env: EquationEnv, env_params: EquationParams, policy_apply
 
     def recurrent_fn(params, key, action, state):
         del key
-        step = jax.vmap(lambda s, a: env.step_env(jax.random.key(0), s, a, env_params))
+        step = jax.vmap(lambda s, a: env.transition(jax.random.key(0), s, a, env_params))
         obs, new_state, reward, term, trunc, _ = step(state, action)
         mask = jax.vmap(lambda s: env.action_mask(s, env_params))(new_state)
         done = term | trunc
@@ -104,7 +104,7 @@ def solve_with_mcts(key, env, env_params, policy_apply, value_fn, params, obs, s
     moves = max(1, min(max_steps, budget // sims))
     recurrent_fn = mcts_recurrent_fn(env, env_params, policy_apply, value_fn)
     mask_fn = jax.vmap(lambda s: env.action_mask(s, env_params))
-    step = jax.vmap(lambda s, a: env.step_env(jax.random.key(0), s, a, env_params))
+    step = jax.vmap(lambda s, a: env.transition(jax.random.key(0), s, a, env_params))
 
     def move(carry, key_t):
         obs, state, done, correct = carry

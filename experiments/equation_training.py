@@ -211,8 +211,8 @@ def run_attempt(
         mask = env.action_mask(state_t, env_params)
         logits = masked_logits(logits_fn(features), mask)
         action = sample_masked(key_t, logits, mask, 0.0 if greedy else temperature)
-        _, state_n, _, terminated, truncated, info = env.step_env(key_t, state_t, action,
-                                                                  env_params)
+        _, state_n, _, terminated, truncated, info = env.transition(key_t, state_t, action,
+                                                                    env_params)
         alive = ~done
         state_n = jax.tree_util.tree_map(lambda n, o: jnp.where(alive, n, o), state_n, state_t)
         progress = jnp.where(

@@ -42,12 +42,12 @@ import numpy as np
 import pandas as pd
 
 from rljax import io, stats
-from rljax.algorithms.lm_training import LMTrainConfig, make_lm_trainer, training_step_memory
 from rljax.config import ConfigError, require_float, require_int
 from rljax.plots import plot_sample_efficiency
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
+from rljax.training.lm import LMTrainConfig, make_lm_trainer, training_step_memory
 
 NAME = "lm-grpo"
 SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs

@@ -59,7 +59,6 @@ import numpy as np
 import pandas as pd
 
 from rljax import io, stats
-from rljax.algorithms.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer
 from rljax.config import ConfigError, require_float, require_int
 from rljax.envs import CartPole
 from rljax.grid import Grid, split_structural
@@ -68,6 +67,7 @@ from rljax.policies import mlp_actor_critic
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
+from rljax.training.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer
 
 NAME = "ppo-cartpole"
 SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs

@@ -26,6 +26,7 @@ from rljax import (
     search,
     stats,
     sweep,
+    training,
     tune,
 )
 from rljax.advantages import (
@@ -69,6 +70,7 @@ from rljax.rollout import rollout as rollout_steps
 from rljax.runtime import sweep_options
 from rljax.sweep import ChunkedSweep, NonFiniteFound, Sweep, SweepResult, run_sweep, seed_key
 from rljax.tokenizer import CharTokenizer
+from rljax.training import PPOTrainConfig, make_ppo_chunks, make_ppo_train
 
 __version__ = "0.1.0"
 
@@ -87,6 +89,10 @@ __all__ = [
     "stats",
     "sweep",
     "tune",
+    "training",
+    "PPOTrainConfig",
+    "make_ppo_train",
+    "make_ppo_chunks",
     "distributed",
     "nonfinite",
     "runtime",

@@ -715,7 +715,7 @@ LM_GRPO = [
     The same GRPO transform used on bandits trains a language model: `rljax.TinyLM` (a
     flax decoder-only transformer with a KV cache) on `rljax.ArithmeticTask`, whose
     rewards are programs (is the completion a well-formed integer? is it the right one?)
-    so no reward model is involved. The trainer in `rljax.algorithms.lm_training`
+    so no reward model is involved. The trainer in `rljax.training.lm`
     splits one seed's run into `init` (initialise, supervised warm-up, evaluate),
     `advance` (a chunk of GRPO steps, then an evaluation) and `finish`: the pieces
     `rljax.ChunkedSweep` vmaps over seeds and checkpoints. Here we vmap them ourselves.
@@ -740,7 +740,7 @@ LM_GRPO = [
     import numpy as np
 
     import rljax
-    from rljax.algorithms.lm_training import LMTrainConfig, make_lm_trainer
+    from rljax.training.lm import LMTrainConfig, make_lm_trainer
     from rljax.stats.reported import reported_interval
 
     config = LMTrainConfig(

@@ -3,7 +3,7 @@
 import dataclasses
 
 from experiments.benchmarks import lm as bench
-from rljax.algorithms.lm_training import LMTrainConfig
+from rljax.training.lm import LMTrainConfig
 
 
 def test_tiny_benchmark_prints(monkeypatch):

@@ -8,15 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rljax.algorithms.lm_training import (
+from rljax.checkpoint import Checkpointer, CheckpointError
+from rljax.sweep import ChunkedSweep
+from rljax.training.lm import (
     LMTrainConfig,
     LMTrainer,
     make_lm_trainer,
     training_step_memory,
     tree_bytes,
 )
-from rljax.checkpoint import Checkpointer, CheckpointError
-from rljax.sweep import ChunkedSweep
 
 TINY = LMTrainConfig(width=16, num_layers=1, num_heads=2, sft_steps=3, sft_batch=8,
                      rl_steps=4, steps_per_chunk=2, prompts_per_step=2, group_size=4,

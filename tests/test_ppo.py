@@ -12,19 +12,13 @@ import numpy as np
 import optax
 import pytest
 
-from rljax.algorithms import (
-    PPOBatch,
-    PPOTrainConfig,
-    make_ppo_chunks,
-    make_ppo_train,
-    multi_step_update,
-    ppo,
-)
+from rljax.algorithms import PPOBatch, multi_step_update, ppo
 from rljax.checkpoint import Checkpointer
 from rljax.envs import CartPole, ChainMDP
 from rljax.nonfinite import NONFINITE_STEP
 from rljax.policies import mlp_actor_critic
 from rljax.sweep import ChunkedSweep, Sweep
+from rljax.training import PPOTrainConfig, make_ppo_chunks, make_ppo_train
 
 AC = mlp_actor_critic(3, (8, 8))
 
@@ -206,7 +200,7 @@ def test_composes_with_optax_and_the_shared_loop():
 
 
 def test_truncation_bootstrap_detection():
-    ppo_module = sys.modules["rljax.algorithms.ppo"]
+    ppo_module = sys.modules["rljax.training.ppo"]
     env = CartPole()
     assert ppo_module._has_final_obs(env, env.default_params)
     chain = ChainMDP(3)

@@ -232,7 +232,7 @@ def test_tiny_grid_writes_columns_curves_and_plot(tmp_path):
 
 
 def test_traced_fields_are_the_trainers_and_fields():
-    from rljax.algorithms.ppo import TRACEABLE_HPARAMS
+    from rljax.training.ppo import TRACEABLE_HPARAMS
 
     names = {f.name for f in __import__("dataclasses").fields(ppo_cartpole.Config)}
     assert set(ppo_cartpole.Config.TRACED) <= set(TRACEABLE_HPARAMS) & names

@@ -8,15 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rljax.algorithms.ppo import (
+from rljax.envs import CartPole
+from rljax.policies import mlp_actor_critic
+from rljax.training.ppo import (
     TRACEABLE_HPARAMS,
     PPOTrainConfig,
     make_ppo_chunks,
     make_ppo_train,
     ppo_optimizer,
 )
-from rljax.envs import CartPole
-from rljax.policies import mlp_actor_critic
 
 NET = mlp_actor_critic(2, (16, 16))
 # 3 updates of 4 envs x 16 steps, 2 epochs x 2 minibatches

@@ -21,9 +21,9 @@ import time
 
 import jax
 
-from rljax.algorithms.lm_training import LMTrainConfig, make_lm_trainer
 from rljax.envs.arithmetic import ArithmeticTask
 from rljax.policies.lm import LMConfig, TinyLM
+from rljax.training.lm import LMTrainConfig, make_lm_trainer
 
 BATCHES = (1, 64, 512)
 PROMPT_LENGTH = 8

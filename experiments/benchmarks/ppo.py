@@ -37,9 +37,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rljax.algorithms.ppo import PPOTrainConfig, make_ppo_train
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
+from rljax.training.ppo import PPOTrainConfig, make_ppo_train
 
 SEED_COUNTS = (1, 16, 128)
 # Updates per timed run for each seed count (512 env steps per update and seed), chosen

@@ -85,10 +85,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from experiments import ppo_cartpole
 from experiments.chain_training import make_chain_train
-from rljax.algorithms.ppo import make_ppo_train
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
 from rljax.sweep import SEED_AXIS
+from rljax.training.ppo import make_ppo_train
 
 WORKLOADS = ("orm-vs-prm", "ppo-cartpole")
 SEED_COUNTS = (1, 16, 256, 4096, 65536)

@@ -1,17 +1,12 @@
-"""Policy-gradient algorithms as optax-style transforms (factories -> RLTransform)."""
+"""Policy-gradient algorithms as optax-style transforms (factories -> RLTransform).
+
+The trainers that drive them over environments and language models are in
+:mod:`rljax.training`."""
 
 from rljax.algorithms.base import AsOptaxState, RLTransform, as_optax
 from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.algorithms.loops import multi_step_update
-from rljax.algorithms.ppo import (
-    PPOBatch,
-    PPOChunks,
-    PPOChunkState,
-    PPOTrainConfig,
-    make_ppo_chunks,
-    make_ppo_train,
-    ppo,
-)
+from rljax.algorithms.ppo import PPOBatch, ppo
 from rljax.algorithms.reinforce import EpisodeBatch, ReinforceState, reinforce
 
 __all__ = [
@@ -24,6 +19,5 @@ __all__ = [
     "grpo",
     "GroupBatch",
     "multi_step_update",
-    "ppo", "PPOBatch", "PPOTrainConfig", "make_ppo_train",
-    "make_ppo_chunks", "PPOChunks", "PPOChunkState",
+    "ppo", "PPOBatch",
 ]

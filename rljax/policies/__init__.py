@@ -8,7 +8,20 @@ from rljax.policies.equation import (
     uniform_prior,
 )
 from rljax.policies.lm import Completion, KVCache, LMConfig, TinyLM
-from rljax.policies.mlp import ActorCritic, mlp_actor, mlp_actor_critic, sequential_init
+from rljax.policies.distributions import (
+    ActionDistribution,
+    categorical,
+    check_supports,
+    diagonal_gaussian,
+)
+from rljax.policies.mlp import (
+    ActorCritic,
+    actor_critic_for,
+    mlp_actor,
+    mlp_actor_critic,
+    mlp_gaussian_actor_critic,
+    sequential_init,
+)
 from rljax.policies.sampling import (
     MASKED_LOGIT,
     categorical_from_uniform,
@@ -25,6 +38,12 @@ __all__ = [
     "ActorCritic",
     "mlp_actor",
     "mlp_actor_critic",
+    "mlp_gaussian_actor_critic",
+    "actor_critic_for",
+    "ActionDistribution",
+    "categorical",
+    "diagonal_gaussian",
+    "check_supports",
     "sequential_init",
     "equation_actor_critic",
     "encode_observation",

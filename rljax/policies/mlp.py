@@ -26,12 +26,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
+from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space
+from rljax.policies.distributions import (
+    ActionDistribution,
+    categorical,
+    check_supports,
+    diagonal_gaussian,
+)
 from rljax.policies.tabular import Policy
 from rljax.types import Array, Params, PRNGKey
 
@@ -43,16 +50,21 @@ class ActorCritic(NamedTuple):
 
     Attributes:
       init: ``init(key, obs) -> params`` (``{"actor": ..., "critic": ...}``).
-      apply: ``apply(params, obs [..., D]) -> (logits [..., A], value [...])``.
+      apply: ``apply(params, obs [..., D]) -> (dist_params, value [...])``: logits
+        ``[..., A]`` for a categorical head, ``(mean [..., A], log_std [..., A])`` for a
+        Gaussian one.
       actor: the actor alone, a :class:`~rljax.policies.tabular.Policy` over
-        ``params["actor"]``.
+        ``params["actor"]`` (its ``apply`` returns the ``dist_params``).
       value: ``value(params, obs [..., D]) -> value [...]`` (the critic alone).
+      distribution: the head's :class:`~rljax.policies.distributions.ActionDistribution`
+        (how ``dist_params`` are sampled and scored; which action spaces it supports).
     """
 
     init: Callable[[PRNGKey, Array], Params]
-    apply: Callable[[Params, Array], tuple[Array, Array]]
+    apply: Callable[[Params, Array], tuple[Any, Array]]
     actor: Policy
     value: Callable[[Params, Array], Array]
+    distribution: ActionDistribution = categorical()
 
 
 class MLP(nn.Module):
@@ -178,3 +190,128 @@ def mlp_actor_critic(
         return actor.apply(params["actor"], obs), value(params, obs)
 
     return ActorCritic(init=sequential_init(init), apply=apply, actor=actor, value=value)
+
+
+class GaussianActor(nn.Module):
+    """An MLP mean ``[..., A]`` and a state-independent ``log_std`` parameter ``[A]``
+    (broadcast to the mean's shape), as in PPO for continuous control (Schulman et al.,
+    2017; CleanRL ``ppo_continuous_action.py``).
+
+    Attributes:
+      hidden_sizes, activation: of the mean's torso.
+      action_dim: A.
+      head_gain: orthogonal gain of the mean's layer (0.01: actions start near 0).
+      log_std_init: initial ``log_std`` (0: unit standard deviation).
+    """
+
+    hidden_sizes: Sequence[int]
+    action_dim: int
+    head_gain: float
+    activation: Callable[[Array], Array] = jnp.tanh
+    log_std_init: float = 0.0
+
+    @nn.compact
+    def __call__(self, x: Array) -> tuple[Array, Array]:
+        mean = MLP(self.hidden_sizes, self.action_dim, self.head_gain, self.activation)(x)
+        log_std = self.param("log_std", nn.initializers.constant(self.log_std_init),
+                             (self.action_dim,))
+        return mean, jnp.broadcast_to(log_std, mean.shape)
+
+
+def mlp_gaussian_actor_critic(
+    action_dim: int,
+    hidden_sizes: Sequence[int] = (64, 64),
+    *,
+    activation: str = "tanh",
+    actor_head_gain: float = 0.01,
+    critic_head_gain: float = 1.0,
+    log_std_init: float = 0.0,
+    tanh_squash: bool = False,
+    low: Any = None,
+    high: Any = None,
+) -> ActorCritic:
+    """A diagonal-Gaussian actor and a critic with separate MLP torsos.
+
+    ``apply(params, obs [..., D]) -> ((mean [..., A], log_std [..., A]), value [...])``,
+    ``log_std`` a state-independent parameter (``params["actor"]["params"]["log_std"]``).
+
+    Args:
+      action_dim: A (>= 1).
+      hidden_sizes, activation, actor_head_gain, critic_head_gain: as
+        :func:`mlp_actor_critic`.
+      log_std_init: initial log standard deviation (0.0).
+      tanh_squash, low, high: of :func:`~rljax.policies.distributions.diagonal_gaussian`
+        (squash the sample onto ``[low, high]`` with the log-prob correction).
+
+    Returns:
+      :class:`ActorCritic` whose ``distribution`` is the matching diagonal Gaussian.
+    """
+    distribution = diagonal_gaussian(action_dim, tanh_squash=tanh_squash, low=low, high=high)
+    _check_sizes(action_dim, hidden_sizes, activation)
+    module = GaussianActor(tuple(hidden_sizes), action_dim, actor_head_gain,
+                           ACTIVATIONS[activation], float(log_std_init))
+    critic = MLP(tuple(hidden_sizes), 1, critic_head_gain, ACTIVATIONS[activation])
+
+    def actor_init(key: PRNGKey, obs: Array) -> Params:
+        return module.init(key, jnp.asarray(obs, jnp.float32))
+
+    actor = Policy(init=sequential_init(actor_init), apply=module.apply)
+
+    def init(key: PRNGKey, obs: Array) -> Params:
+        actor_key, critic_key = jax.random.split(key)
+        return {"actor": actor.init(actor_key, obs),
+                "critic": critic.init(critic_key, jnp.asarray(obs, jnp.float32))}
+
+    def value(params: Params, obs: Array) -> Array:
+        return critic.apply(params["critic"], obs)[..., 0]
+
+    def apply(params: Params, obs: Array) -> tuple[tuple[Array, Array], Array]:
+        return actor.apply(params["actor"], obs), value(params, obs)
+
+    return ActorCritic(init=sequential_init(init), apply=apply, actor=actor, value=value,
+                       distribution=distribution)
+
+
+def actor_critic_for(
+    env: Any,
+    env_params: Any = None,
+    hidden_sizes: Sequence[int] = (64, 64),
+    *,
+    activation: str = "tanh",
+    tanh_squash: bool = False,
+    log_std_init: float = 0.0,
+) -> ActorCritic:
+    """The MLP actor-critic that fits ``env``'s spaces: categorical for ``Discrete(n)``,
+    diagonal Gaussian for a ``Box`` of shape ``(A,)`` (tanh-squashed onto its bounds when
+    ``tanh_squash``).
+
+    Args:
+      env: an environment with ``action_space(params)`` and ``observation_space(params)``
+        (rljax's or a gymnax space).
+      env_params: its params (default ``env.default_params``).
+      hidden_sizes, activation: of both torsos.
+      tanh_squash, log_std_init: Gaussian heads only.
+
+    Raises:
+      ValueError: one line naming the env when its observations are not one vector (wrap
+        it in :class:`~rljax.envs.wrappers.FlattenObservation`) or its action space is
+        neither ``Discrete`` nor a 1-D ``Box``.
+    """
+    env_params = env.default_params if env_params is None else env_params
+    name = getattr(env, "name", type(env).__name__)
+    obs_space = as_rljax_space(env.observation_space(env_params))
+    if len(obs_space.shape) != 1:
+        raise ValueError(f"{name}: an MLP policy needs observations of shape [D], got "
+                         f"{list(obs_space.shape)}; wrap the env in FlattenObservation")
+    space: Space = as_rljax_space(env.action_space(env_params))
+    if isinstance(space, Discrete):
+        return mlp_actor_critic(space.n, hidden_sizes, activation=activation)
+    if isinstance(space, Box) and len(space.shape) == 1:
+        net = mlp_gaussian_actor_critic(
+            space.shape[0], hidden_sizes, activation=activation, log_std_init=log_std_init,
+            tanh_squash=tanh_squash, low=space.low if tanh_squash else None,
+            high=space.high if tanh_squash else None)
+        check_supports(net.distribution, space, name)
+        return net
+    raise ValueError(f"{name}: MLP policies support Discrete(n) and Box of shape (A,) action "
+                     f"spaces, got {space!r}")

@@ -1,0 +1,26 @@
+"""The trainers that drive the transforms of :mod:`rljax.algorithms`: PPO over
+environments (:mod:`rljax.training.ppo`, discrete and continuous actions) and the
+language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO)."""
+
+from rljax.training.lm import LMTrainConfig, make_lm_trainer
+from rljax.training.ppo import (
+    ENV_AXIS,
+    PPOChunks,
+    PPOChunkState,
+    PPOTrainConfig,
+    make_ppo_chunks,
+    make_ppo_train,
+    ppo_optimizer,
+)
+
+__all__ = [
+    "ENV_AXIS",
+    "PPOTrainConfig",
+    "PPOChunks",
+    "PPOChunkState",
+    "make_ppo_train",
+    "make_ppo_chunks",
+    "ppo_optimizer",
+    "LMTrainConfig",
+    "make_lm_trainer",
+]

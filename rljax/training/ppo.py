@@ -1,0 +1,599 @@
+"""PPO over vectorised environments: one seed's whole training run as one program.
+
+The formula lives in :mod:`rljax.algorithms.ppo` (the transform); this module drives it.
+:func:`make_ppo_train` builds ``train(key) -> per-update logs`` for one seed: ``N``
+environments stepped ``T`` times per update (a ``[T, N]`` rollout), GAE, then the
+multi-step update (``algorithms.loops.multi_step_update``), all inside one ``lax.scan``
+over updates, so a seed's whole run is a single jitted program with no host work per
+update (the defaults are those of CleanRL's ``ppo.py`` and PureJaxRL for CartPole). Both
+report the first update whose parameters or loss went non-finite
+(``rljax.nonfinite.NONFINITE_STEP``).
+
+Discrete and continuous actions share the code: the actor-critic's ``distribution``
+(:mod:`rljax.policies.distributions`) samples and scores actions. A Gaussian sample is
+stored and scored *unclipped*; only the action handed to the environment is clipped to
+its :class:`~rljax.envs.spaces.Box` (CleanRL ``ppo_continuous_action.py``, PureJaxRL,
+rejax). The trainer checks the head against the env's action space before compiling.
+
+The ``N`` environments are stepped under ``jax.vmap(..., axis_name=ENV_AXIS)``, so
+wrappers with running statistics (``NormalizeObservation``, ``NormalizeReward`` built with
+``axis_name=ENV_AXIS``) merge them across the ``N`` environments of a seed, never across
+seeds. Episode returns are accumulated from ``info["raw_reward"]`` where a wrapper
+provides it (the reward before normalisation), else from the reward.
+
+:func:`make_ppo_chunks` cuts the same run into chunks of updates, ``init`` /
+``advance`` / ``finish`` for :class:`rljax.sweep.ChunkedSweep` (checkpoints and progress
+between chunks), and logs one row per ``log_every`` updates, so long runs keep bounded
+logs. The two share the update code and its keys.
+
+Both also take the numeric hyperparameters of :data:`TRACEABLE_HPARAMS` as a traced
+``hparams`` dict (``train(key, hparams)``, ``init(key, hparams)``, ...), so a sweep over
+configurations (:class:`rljax.sweep.Sweep` with a ``ConfigTable``) runs every value in
+one compiled program; a name missing from ``hparams`` keeps the config's constant.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rljax.advantages import generalized_advantage_estimation
+from rljax.algorithms.loops import multi_step_update
+from rljax.algorithms.ppo import PPOBatch, check_ppo_args, ppo
+from rljax.envs.base import Environment
+from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space
+from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
+from rljax.policies.distributions import ActionDistribution, categorical, check_supports
+from rljax.types import Array, Params, PRNGKey
+
+#: The name of the vmapped axis of a seed's ``N`` environments (wrappers' ``axis_name``).
+ENV_AXIS = "env"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class PPOTrainConfig(NamedTuple):
+    """Hyperparameters of :func:`make_ppo_train` (defaults: CleanRL ``ppo.py`` CartPole).
+
+    Attributes:
+      num_envs: N parallel environments.
+      num_steps: T steps per environment per update (a ``[T, N]`` rollout).
+      total_steps: environment steps in all; ``total_steps // (N T)`` updates.
+      num_epochs, num_minibatches: passes over each ``N T`` batch and minibatches per
+        pass.
+      gamma, lam: GAE's discount and lambda, in ``[0, 1]``.
+      learning_rate: Adam's initial step size.
+      anneal_lr: anneal linearly to 0 over all gradient steps.
+      adam_eps: Adam's epsilon.
+      max_grad_norm: global-norm gradient clip (``optax.clip_by_global_norm``).
+      clip_epsilon, value_coef, entropy_coef, value_clip, normalize_advantages: of
+        :func:`ppo` (``value_clip=None`` switches value clipping off).
+    """
+
+    num_envs: int = 4
+    num_steps: int = 128
+    total_steps: int = 500_000
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    lam: float = 0.95
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    adam_eps: float = 1e-5
+    max_grad_norm: float = 0.5
+    clip_epsilon: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    value_clip: float | None = 0.2
+    normalize_advantages: bool = True
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per update, ``N T``."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        """Updates in a run, ``total_steps // (N T)``."""
+        return self.total_steps // self.batch_size
+
+
+def check_train_config(config: PPOTrainConfig) -> None:
+    """Raise a one-line ``ValueError`` naming the first invalid field of ``config``."""
+    for name in ("num_envs", "num_steps", "total_steps", "num_epochs", "num_minibatches"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+    if config.num_updates < 1:
+        raise ValueError(f"total_steps: must be >= num_envs * num_steps = {config.batch_size}, "
+                         f"got {config.total_steps}")
+    if config.batch_size % config.num_minibatches:
+        raise ValueError(f"num_minibatches: must divide num_envs * num_steps = "
+                         f"{config.batch_size}, got {config.num_minibatches}")
+    for name in ("gamma", "lam"):
+        value = getattr(config, name)
+        if not _is_number(value) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name}: must be in [0, 1], got {value!r}")
+    for name in ("learning_rate", "adam_eps", "max_grad_norm"):
+        value = getattr(config, name)
+        if not _is_number(value) or not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
+    check_ppo_args(config.clip_epsilon, None, None, config.value_coef, config.entropy_coef,
+                   config.value_clip)
+
+
+#: The :class:`PPOTrainConfig` fields a training run may read from a traced ``hparams``
+#: dict instead of the config (the others fix shapes, counts or choices, so the program).
+TRACEABLE_HPARAMS = ("learning_rate", "adam_eps", "max_grad_norm", "clip_epsilon",
+                     "value_coef", "entropy_coef", "value_clip", "gamma", "lam")
+
+
+def check_hparams(config: PPOTrainConfig, hparams: Mapping[str, Any] | None) -> None:
+    """Raise a one-line ``ValueError`` if ``hparams`` names a field that cannot be traced.
+
+    Allowed names are :data:`TRACEABLE_HPARAMS`; ``value_clip`` only when
+    ``config.value_clip`` is a number (``None``, value clipping off, is structural: it
+    removes the clipped branch from the program). Values are not checked (they may be
+    traced); a sweep validates each configuration before it runs.
+    """
+    if hparams is None:
+        return
+    unknown = sorted(set(hparams) - set(TRACEABLE_HPARAMS))
+    if unknown:
+        raise ValueError(f"hparams: cannot trace {', '.join(unknown)}; traceable fields: "
+                         f"{', '.join(TRACEABLE_HPARAMS)}")
+    if "value_clip" in hparams and config.value_clip is None:
+        raise ValueError("hparams: value_clip is traced but config.value_clip is None (value "
+                         "clipping off is structural); set config.value_clip to a number")
+
+
+def resolve_hparams(config: PPOTrainConfig,
+                    hparams: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``{name: value}`` for every name of :data:`TRACEABLE_HPARAMS`: ``hparams[name]``
+    (a scalar, possibly traced, cast to float32) where given, else the config's constant.
+
+    Raises:
+      ValueError: as :func:`check_hparams`.
+    """
+    check_hparams(config, hparams)
+    values = {name: getattr(config, name) for name in TRACEABLE_HPARAMS}
+    for name, value in (hparams or {}).items():
+        if jnp.ndim(value) != 0:
+            raise ValueError(f"hparams: {name} must be a scalar (one run's value), got shape "
+                             f"{jnp.shape(value)}")
+        values[name] = jnp.asarray(value, jnp.float32)
+    return values
+
+
+def ppo_optimizer(config: PPOTrainConfig,
+                  hparams: Mapping[str, Any] | None = None) -> optax.GradientTransformation:
+    """``clip_by_global_norm(max_grad_norm)`` then Adam with a linearly annealed step size
+    (from ``learning_rate`` to 0 over ``num_updates * num_epochs * num_minibatches``
+    gradient steps) or a constant one.
+
+    ``learning_rate``, ``adam_eps`` and ``max_grad_norm`` come from ``hparams`` where it
+    names them (traced scalars; see :func:`resolve_hparams`), else from ``config``. The
+    optimizer state's structure depends only on ``anneal_lr`` (a schedule keeps a step
+    count), never on the values.
+    """
+    values = resolve_hparams(config, hparams)
+    if config.anneal_lr:
+        steps = config.num_updates * config.num_epochs * config.num_minibatches
+        learning_rate = optax.linear_schedule(values["learning_rate"], 0.0, steps)
+    else:
+        learning_rate = values["learning_rate"]
+    return optax.chain(optax.clip_by_global_norm(values["max_grad_norm"]),
+                       optax.adam(learning_rate, eps=values["adam_eps"]))
+
+
+class PPORollout(NamedTuple):
+    """A ``[T, N]`` rollout (leaves lead with ``[T, N]``)."""
+
+    obs: Array
+    actions: Array
+    log_probs: Array
+    values: Array
+    rewards: Array
+    terminated: Array
+    truncated: Array
+    final_obs: Array
+
+
+class PPOCarry(NamedTuple):
+    """What one update hands the next: parameters, optimizer state, the environments'
+    current observations/states ``[N, ...]`` and each environment's running episode
+    return ``[N]``."""
+
+    params: Params
+    rl_state: Any
+    opt_state: Any
+    obs: Array
+    env_state: Any
+    episode_return: Array
+
+
+def make_ppo_train(
+    env: Environment,
+    actor_critic: Any,
+    config: PPOTrainConfig | None = None,
+    env_params: Any = None,
+    *,
+    init_params: Callable[[PRNGKey, Array], Params] | None = None,
+) -> Callable[..., dict[str, Array]]:
+    """One seed's PPO run: ``train(key, hparams=None) -> logs`` with leaves ``[U]``
+    (U updates).
+
+    Each update: step the ``N`` environments ``T`` times with the current policy
+    (auto-reset; a truncated episode is bootstrapped from the value of its final
+    observation, ``info["final_obs"]``, when the environment provides it), GAE over the
+    ``[T, N]`` rollout, then ``num_epochs x num_minibatches`` PPO steps
+    (``multi_step_update``) with :func:`ppo_optimizer`. Episode returns are accumulated
+    in the scan carry, so only per-update aggregates leave the program. Update ``u`` draws
+    its randomness from ``fold_in(run_key, u)``, so :func:`make_ppo_chunks` runs the same
+    updates in pieces.
+
+    Args:
+      env: an environment whose action space the policy head supports (``Discrete`` for a
+        categorical head, ``Box`` of shape ``(A,)`` for a Gaussian one; a Gaussian action
+        is clipped to the box in the env step only); observations must be arrays.
+      actor_critic: anything with ``init(key, obs) -> params`` and
+        ``apply(params, obs [B, ...]) -> (dist_params, value [B])`` (e.g.
+        ``policies.mlp_actor_critic``, ``policies.mlp_gaussian_actor_critic`` or
+        ``policies.actor_critic_for(env)``), optionally with a ``distribution``
+        (:class:`~rljax.policies.distributions.ActionDistribution`; categorical when
+        absent); its ``init`` should be safe under vmap (see ``policies.sequential_init``).
+      config: :class:`PPOTrainConfig` (default: its defaults), validated here
+        (``ValueError`` naming the field).
+      env_params: environment parameters (default ``env.default_params``).
+      init_params: overrides ``actor_critic.init``.
+
+    Returns:
+      ``train(key, hparams=None)``: ``hparams`` an optional dict of scalars (traced under
+      a configuration sweep) for some of :data:`TRACEABLE_HPARAMS`, read inside the
+      program in place of the config's values (a name it lacks keeps the config's
+      constant; an unknown name raises ``ValueError``). It returns a dict of ``[U]``
+      arrays: ``return_sum`` (sum of the
+      returns of episodes that finished during the update), ``episodes`` (how many
+      finished, int32), ``loss``, ``policy_loss``, ``value_loss``, ``entropy``,
+      ``clip_fraction``, ``approx_kl`` (means over the update's gradient steps); and
+      ``rljax.nonfinite.NONFINITE_STEP``, an ``int32 []``: the first update after which
+      the parameters or the loss were non-finite (NaN/inf), ``-1`` if none.
+
+    Raises:
+      ValueError: one line naming the env when the head does not support its action space
+        or the network cannot take its observations (e.g. an MLP on ``[10, 5]``).
+    """
+    config = PPOTrainConfig() if config is None else config
+    start, run_updates = _ppo_program(env, actor_critic, config, env_params, init_params)
+
+    def train(key: PRNGKey, hparams: Mapping[str, Array] | None = None) -> dict[str, Array]:
+        carry, run_key = start(key, hparams)
+        _, logs, finite = run_updates(carry, run_key, jnp.int32(0), config.num_updates,
+                                      hparams)
+        return {**logs, NONFINITE_STEP: first_nonfinite_step(finite)}
+
+    return train
+
+
+class PPOChunkState(NamedTuple):
+    """One seed's PPO run between chunks (:func:`make_ppo_chunks`); every key lives here,
+    so a run restored from a saved state continues bitwise.
+
+    Attributes:
+      carry: :class:`PPOCarry` (parameters, optimizer state, environments).
+      run_key: typed key ``[]``; update ``u`` uses ``fold_in(run_key, u)``.
+      update: ``int32 []``, updates done so far.
+      nonfinite_step: ``int32 []``, the first update after which the parameters or the
+        loss were non-finite, ``-1`` if none so far.
+    """
+
+    carry: PPOCarry
+    run_key: PRNGKey
+    update: Array
+    nonfinite_step: Array
+
+
+class PPOChunks(NamedTuple):
+    """A PPO run cut into chunks for :class:`rljax.sweep.ChunkedSweep` (unpacks as
+    ``init, advance, finish, num_chunks``).
+
+    One seed each: ``init(key [], hparams=None) -> PPOChunkState``;
+    ``advance(state, hparams=None) -> (state, logs)`` with ``[C / W]`` log rows per chunk
+    (C updates per chunk, W per row); ``finish(state, hparams=None) -> {NONFINITE_STEP:
+    int32 []}`` (see :func:`make_ppo_chunks`). ``hparams``: as for
+    :func:`make_ppo_train`; pass the same values to every call of one run.
+    """
+
+    init: Callable[..., PPOChunkState]
+    advance: Callable[..., tuple[PPOChunkState, dict[str, Array]]]
+    finish: Callable[..., dict[str, Array]]
+    num_chunks: int
+
+
+SUMMED_LOGS = ("return_sum", "episodes")
+
+
+def make_ppo_chunks(
+    env: Environment,
+    actor_critic: Any,
+    config: PPOTrainConfig | None = None,
+    env_params: Any = None,
+    *,
+    updates_per_chunk: int,
+    log_every: int = 1,
+    init_params: Callable[[PRNGKey, Array], Params] | None = None,
+) -> PPOChunks:
+    """:func:`make_ppo_train`'s run in ``U / updates_per_chunk`` chunks, logged every
+    ``log_every`` updates.
+
+    ``init(key)`` then ``num_chunks`` calls of ``advance`` run the same updates, with the
+    same keys, as ``make_ppo_train(...)(key)`` (the update code is shared). Each chunk's
+    logs are aggregated over windows of ``W = log_every`` updates: the window
+    ``[w W, (w + 1) W)`` holds
+
+        return_sum = sum_u return_sum[u],   episodes = sum_u episodes[u],
+        m = (1/W) sum_u m[u]   for the loss metrics m,
+
+    so a seed's logs hold ``U / W`` rows however long the run (``W = 1``: exactly
+    ``make_ppo_train``'s per-update logs).
+
+    Args:
+      env, actor_critic, config, env_params, init_params: as for :func:`make_ppo_train`.
+      updates_per_chunk: C updates per ``advance`` call; must divide
+        ``config.num_updates``.
+      log_every: W updates per logged row; must divide ``updates_per_chunk``.
+
+    Returns:
+      :class:`PPOChunks` ``(init, advance, finish, num_chunks)``, one seed each:
+      ``init(key, hparams=None) -> PPOChunkState``; ``advance(state, hparams=None) ->
+      (state, logs)`` with logs of ``[C / W]`` arrays under ``make_ppo_train``'s log keys
+      (``episodes`` int32); ``finish(state, hparams=None) -> {NONFINITE_STEP: int32 []}``
+      (first non-finite update, ``-1`` if none); ``num_chunks = U / C``. ``hparams`` (the
+      same in every call of a run, e.g. :class:`rljax.sweep.ChunkedSweep` with
+      ``configs``) is read as in :func:`make_ppo_train`, so ``init(key, hp)`` then the
+      chunks run bitwise what ``make_ppo_train(...)(key, hp)`` runs.
+
+    Raises:
+      ValueError: one line naming the argument or ``config`` field.
+    """
+    config = PPOTrainConfig() if config is None else config
+    check_train_config(config)
+    num_updates = config.num_updates
+    for name, value, whole, what in (
+        ("updates_per_chunk", updates_per_chunk, num_updates, "the number of updates"),
+        ("log_every", log_every, updates_per_chunk, "updates_per_chunk"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+        if whole % value:
+            raise ValueError(f"{name}: must divide {what} ({whole}), got {value}")
+    start, run_updates = _ppo_program(env, actor_critic, config, env_params, init_params)
+
+    def init(key: PRNGKey, hparams: Mapping[str, Array] | None = None) -> PPOChunkState:
+        carry, run_key = start(key, hparams)
+        return PPOChunkState(carry, run_key, jnp.int32(0), jnp.int32(-1))
+
+    def advance(state: PPOChunkState, hparams: Mapping[str, Array] | None = None,
+                ) -> tuple[PPOChunkState, dict[str, Array]]:
+        carry, logs, finite = run_updates(state.carry, state.run_key, state.update,
+                                          updates_per_chunk, hparams)
+        in_chunk = first_nonfinite_step(finite)
+        nonfinite_step = jnp.where(jnp.logical_and(state.nonfinite_step < 0, in_chunk >= 0),
+                                   state.update + in_chunk, state.nonfinite_step)
+        if log_every > 1:
+            logs = {name: _window_aggregate(x, log_every, name in SUMMED_LOGS)
+                    for name, x in logs.items()}
+        state = PPOChunkState(carry, state.run_key, state.update + updates_per_chunk,
+                              nonfinite_step)
+        return state, logs
+
+    def finish(state: PPOChunkState,
+               hparams: Mapping[str, Array] | None = None) -> dict[str, Array]:
+        check_hparams(config, hparams)
+        return {NONFINITE_STEP: state.nonfinite_step}
+
+    return PPOChunks(init, advance, finish, num_updates // updates_per_chunk)
+
+
+def _window_aggregate(x: Array, window: int, summed: bool) -> Array:
+    """``[C] -> [C / window]``: sums (``summed``) or means of consecutive windows."""
+    rows = x.reshape(x.shape[0] // window, window, *x.shape[1:])
+    return jnp.sum(rows, axis=1, dtype=x.dtype) if summed else jnp.mean(rows, axis=1)
+
+
+def _ppo_program(
+    env: Environment,
+    actor_critic: Any,
+    config: PPOTrainConfig,
+    env_params: Any,
+    init_params: Callable[[PRNGKey, Array], Params] | None,
+) -> tuple[Callable, Callable]:
+    """The pieces both :func:`make_ppo_train` and :func:`make_ppo_chunks` run.
+
+    Returns ``(start, run_updates)``: ``start(key, hparams) -> (carry: PPOCarry,
+    run_key)`` (parameters, optimizer and ``N`` environments initialised), and
+    ``run_updates(carry, run_key, first, count, hparams) -> (carry, logs, finite)``
+    running updates ``first .. first + count - 1`` (``first`` an int32 scalar, may be
+    traced; ``count`` a Python int) in one ``lax.scan``: ``logs`` are ``[count]`` arrays
+    and ``finite`` is ``bool [count]``, whether the parameters and the loss after each
+    update are finite. ``hparams`` (``None`` or a dict of scalars, see
+    :func:`resolve_hparams`) supplies the traced hyperparameters; the transform and the
+    optimizer are built from them inside the traced function.
+    """
+    check_train_config(config)
+    env_params = env.default_params if env_params is None else env_params
+    init_params = actor_critic.init if init_params is None else init_params
+    apply = actor_critic.apply
+    distribution = policy_distribution(actor_critic)
+    env_name = getattr(env, "name", type(env).__name__)
+    action_space = env_action_space(env, env_params)
+    if action_space is not None:
+        check_supports(distribution, action_space, env_name)
+    clip_box = action_space if isinstance(action_space, Box) else None
+
+    def transforms(hparams):
+        values = resolve_hparams(config, hparams)
+        rl = ppo(apply, clip_epsilon=values["clip_epsilon"], value_coef=values["value_coef"],
+                 entropy_coef=values["entropy_coef"], value_clip=values["value_clip"],
+                 normalize_advantages=config.normalize_advantages, distribution=distribution)
+        return rl, ppo_optimizer(config, hparams), values
+
+    num_envs, num_steps = config.num_envs, config.num_steps
+    reset = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)
+    bootstrap_truncations, has_raw_reward = _step_info_keys(env, env_params, action_space,
+                                                            num_envs)
+    _check_policy_shapes(env, env_params, init_params, apply, num_envs, env_name)
+
+    def env_action(action):
+        action = distribution.env_action(action)
+        return action if clip_box is None else clip_box.clip(action)
+
+    def rollout(params, obs, env_state, episode_return, key):
+        noise_key, env_key = jax.random.split(key)
+        noise = distribution.noise(noise_key, (num_steps, num_envs))
+        env_keys = jax.random.split(env_key, (num_steps, num_envs))
+
+        def body(carry, inputs):
+            obs, env_state, episode_return, return_sum, episodes = carry
+            u, keys = inputs
+            dist_params, value = apply(params, obs)
+            action = distribution.sample(u, dist_params)
+            log_prob = distribution.log_prob(dist_params, action)
+            next_obs, env_state, reward, terminated, truncated, info = step(
+                keys, env_state, env_action(action), env_params)
+            reward = jnp.asarray(reward, jnp.float32)
+            done = jnp.logical_or(terminated, truncated)
+            logged = jnp.asarray(info["raw_reward"], jnp.float32) if has_raw_reward else reward
+            episode_return = episode_return + logged
+            return_sum = return_sum + jnp.sum(jnp.where(done, episode_return, 0.0))
+            episodes = episodes + jnp.sum(done, dtype=jnp.int32)
+            episode_return = jnp.where(done, 0.0, episode_return)
+            final_obs = info["final_obs"] if bootstrap_truncations else next_obs
+            transition = PPORollout(obs, action, log_prob, value, reward, terminated,
+                                    truncated, final_obs)
+            return (next_obs, env_state, episode_return, return_sum, episodes), transition
+
+        init = (obs, env_state, episode_return, jnp.float32(0.0), jnp.int32(0))
+        (obs, env_state, episode_return, return_sum, episodes), traj = jax.lax.scan(
+            body, init, (noise, env_keys))
+        return traj, obs, env_state, episode_return, return_sum, episodes
+
+    def one_update(carry: PPOCarry, key: PRNGKey, hparams):
+        rl, optimizer, values = transforms(hparams)
+        rollout_key, update_key = jax.random.split(key)
+        traj, obs, env_state, episode_return, return_sum, episodes = rollout(
+            carry.params, carry.obs, carry.env_state, carry.episode_return, rollout_key)
+        _, last_value = apply(carry.params, obs)
+        truncation_values = None
+        if bootstrap_truncations:
+            _, truncation_values = apply(carry.params, traj.final_obs)
+        advantages, returns = generalized_advantage_estimation(
+            traj.rewards, traj.values, last_value, traj.terminated, gamma=values["gamma"],
+            lam=values["lam"], truncated=traj.truncated, truncation_values=truncation_values)
+        flat = lambda x: x.reshape(num_steps * num_envs, *x.shape[2:])  # noqa: E731
+        batch = PPOBatch(obs=flat(traj.obs), actions=flat(traj.actions),
+                         old_log_probs=flat(traj.log_probs), advantages=flat(advantages),
+                         returns=flat(returns), old_values=flat(traj.values))
+        params, rl_state, opt_state, metrics = multi_step_update(
+            rl, optimizer, carry.params, carry.rl_state, carry.opt_state, batch, update_key,
+            num_epochs=config.num_epochs, num_minibatches=config.num_minibatches)
+        logs = {"return_sum": return_sum, "episodes": episodes, **metrics}
+        finite = all_finite((params, metrics["loss"]))
+        carry = PPOCarry(params, rl_state, opt_state, obs, env_state, episode_return)
+        return carry, (logs, finite)
+
+    def start(key: PRNGKey, hparams) -> tuple[PPOCarry, PRNGKey]:
+        rl, optimizer, _ = transforms(hparams)
+        init_key, reset_key, run_key = jax.random.split(key, 3)
+        obs, env_state = reset(jax.random.split(reset_key, num_envs), env_params)
+        params = init_params(init_key, obs[0])
+        carry = PPOCarry(params, rl.init(params), optimizer.init(params), obs, env_state,
+                         jnp.zeros((num_envs,), jnp.float32))
+        return carry, run_key
+
+    def run_updates(carry: PPOCarry, run_key: PRNGKey, first: Array, count: int, hparams):
+        # fold_in(run_key, u) is split(run_key, U)[u] under JAX's (default) partitionable
+        # threefry, so runs keep the bits they had when the keys were split up front.
+        updates = jnp.asarray(first, jnp.int32) + jnp.arange(count, dtype=jnp.int32)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(run_key, updates)
+        carry, (logs, finite) = jax.lax.scan(
+            lambda c, k: one_update(c, k, hparams), carry, keys)
+        return carry, logs, finite
+
+    return start, run_updates
+
+
+def policy_distribution(actor_critic: Any) -> ActionDistribution:
+    """The actor-critic's ``distribution`` (categorical when it declares none)."""
+    distribution = getattr(actor_critic, "distribution", None)
+    return categorical() if distribution is None else distribution
+
+
+def env_action_space(env: Any, env_params: Any) -> Space | None:
+    """``env.action_space(env_params)`` as an rljax space; for a duck-typed env with only
+    ``num_actions``, ``Discrete(num_actions)``; ``None`` for one that declares neither
+    (then the trainer trusts the policy head and checks nothing)."""
+    if callable(getattr(env, "action_space", None)):
+        return as_rljax_space(env.action_space(env_params))
+    if hasattr(env, "num_actions"):
+        return Discrete(int(env.num_actions))
+    return None
+
+
+def _example_action(space: Any) -> Array:
+    """A zero action of the space's shape and dtype (int32 ``[]`` for an env that
+    declares no space), for abstract evaluation."""
+    return jnp.int32(0) if space is None else jnp.zeros(space.shape, space.dtype)
+
+
+def _step_info_keys(env: Environment, env_params: Any, space: Any,
+                    num_envs: int) -> tuple[bool, bool]:
+    """Whether ``env.step``'s info carries ``final_obs`` and ``raw_reward`` (checked
+    abstractly, no compute, under the same named vmap the trainer uses)."""
+    keys = jax.random.split(jax.random.key(0), num_envs)
+    example = _example_action(space)
+    actions = jnp.broadcast_to(example, (num_envs, *example.shape))
+
+    def one_step(keys, actions):
+        _, state = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)(keys, env_params)
+        return jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)(
+            keys, state, actions, env_params)
+
+    out = jax.eval_shape(one_step, keys, actions)
+    info = out[5]
+    if not isinstance(info, dict):
+        return False, False
+    return "final_obs" in info, "raw_reward" in info
+
+
+def _check_policy_shapes(env: Environment, env_params: Any, init_params: Callable,
+                         apply: Callable, num_envs: int, env_name: str) -> None:
+    """Raise a one-line ``ValueError`` naming the env if the actor-critic does not map a
+    ``[N, *obs]`` batch to values ``[N]`` (e.g. an MLP on ``[10, 5]`` observations)."""
+    keys = jax.random.split(jax.random.key(0), num_envs)
+
+    def shapes(keys):
+        obs, _ = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)(keys, env_params)
+        params = init_params(keys[0], obs[0])
+        return obs, apply(params, obs)
+
+    obs, (_, values) = jax.eval_shape(shapes, keys)
+    if getattr(values, "shape", None) != (num_envs,):
+        raise ValueError(
+            f"{env_name}: the actor-critic maps observations {list(obs.shape[1:])} to values "
+            f"of shape {list(getattr(values, 'shape', ()))[1:]} per env, expected []; an MLP "
+            "needs observations [D]: wrap the env in FlattenObservation")
+
+
+def _has_final_obs(env: Environment, env_params: Any) -> bool:
+    """Whether ``env.step``'s info carries ``final_obs`` (checked abstractly, no compute)."""
+    space = env_action_space(env, env_params)
+    return _step_info_keys(env, env_params, space, 1)[0]
