@@ -452,10 +452,6 @@ def _ppo_program(
                                                             num_envs)
     _check_policy_shapes(env, env_params, init_params, apply, num_envs, env_name)
 
-    def env_action(action):
-        action = distribution.env_action(action)
-        return action if clip_box is None else clip_box.clip(action)
-
     def rollout(params, obs, env_state, episode_return, key):
         noise_key, env_key = jax.random.split(key)
         noise = distribution.noise(noise_key, (num_steps, num_envs))
@@ -464,11 +460,10 @@ def _ppo_program(
         def body(carry, inputs):
             obs, env_state, episode_return, return_sum, episodes = carry
             u, keys = inputs
-            dist_params, value = apply(params, obs)
-            action = distribution.sample(u, dist_params)
-            log_prob = distribution.log_prob(dist_params, action)
+            action, log_prob, value, to_env = policy_step(apply, distribution, clip_box,
+                                                          params, obs, u)
             next_obs, env_state, reward, terminated, truncated, info = step(
-                keys, env_state, env_action(action), env_params)
+                keys, env_state, to_env, env_params)
             reward = jnp.asarray(reward, jnp.float32)
             done = jnp.logical_or(terminated, truncated)
             logged = jnp.asarray(info["raw_reward"], jnp.float32) if has_raw_reward else reward
@@ -529,6 +524,33 @@ def _ppo_program(
         return carry, logs, finite
 
     return start, run_updates
+
+
+def policy_step(apply: Callable, distribution: ActionDistribution, clip_box: Box | None,
+                params: Params, obs: Array, noise: Array) -> tuple[Array, Array, Array, Array]:
+    """One acting step of ``N`` environments: sample, score, and map to the env's action.
+
+    Args:
+      apply: ``apply(params, obs [N, ...]) -> (dist_params, value [N])``.
+      distribution: the head's :class:`~rljax.policies.distributions.ActionDistribution`.
+      clip_box: the env's ``Box`` action space (``None`` for a discrete one).
+      params: the actor-critic's parameters.
+      obs: ``[N, ...]`` observations.
+      noise: ``[N]`` (categorical) or ``[N, A]`` (Gaussian) from ``distribution.noise``.
+
+    Returns:
+      ``(action, log_prob [N], value [N], env_action)``: ``action`` is the raw sample
+      (``[N]`` int32 or ``[N, A]``) that PPO stores and scores, ``log_prob`` its
+      log-probability; ``env_action`` is what the environment receives:
+      ``distribution.env_action(action)`` clipped to ``clip_box``'s bounds.
+    """
+    dist_params, value = apply(params, obs)
+    action = distribution.sample(noise, dist_params)
+    log_prob = distribution.log_prob(dist_params, action)
+    to_env = distribution.env_action(action)
+    if clip_box is not None:
+        to_env = clip_box.clip(to_env)
+    return action, log_prob, value, to_env
 
 
 def policy_distribution(actor_critic: Any) -> ActionDistribution:
