@@ -8,7 +8,7 @@ learning rate 2.5e-4 annealed linearly to 0, entropy 0.01, value 0.5, global gra
 clip 0.5, Adam (eps 1e-5); separate tanh MLP 64x64 actor and critic with orthogonal init;
 5e5 environment steps per seed.
 
-The run is cut into chunks of ``chunk_updates`` updates (``rljax.algorithms.make_ppo_chunks``
+The run is cut into chunks of ``chunk_updates`` updates (``rljax.training.make_ppo_chunks``
 under ``rljax.sweep.ChunkedSweep``: progress, checkpoints and resume between chunks).
 Logged per seed and row of ``log_every`` updates (no per-step info leaves the program):
 the sum and count of returns of episodes that finished during the row's updates, and the
