@@ -53,6 +53,8 @@ NO_ARRAYS = {
     "rljax.losses.check_aggregation": "validates an aggregation-mode string",
     "rljax.losses.check_kl_estimator": "validates a KL-estimator name",
     "rljax.sweep.check_sweep_args": "validates the seed count and block size",
+    "rljax.policies.distributions.check_supports": "validates a head against a space",
+    "rljax.training.lm.LMTrainConfig": "a frozen dataclass of Python settings",
     # static-only parameter structs (every field pytree_node=False)
     "rljax.envs.base.EnvParams": "one static int (the episode-length limit), no leaves",
     "rljax.envs.chain.ChainParams": "one static int (the chain length), no leaves",

@@ -156,12 +156,14 @@ class Box(Space):
         return jnp.all((x >= self.low) & (x <= self.high))
 
     def clip(self, x: Array) -> Array:
-        """``clip(x, low, high)`` (what an env step does with a Gaussian action)."""
+        """``clip(x, low, high)`` (what an env step does with a Gaussian action): ``x`` of
+        :attr:`shape` (or ``[..., *shape]``), the same shape back."""
         return jnp.clip(x, self.low, self.high)
 
 
 def from_gymnax_space(space: Any) -> Space:
-    """The rljax space equal to a gymnax (or gymnasium-like) ``Discrete`` / ``Box``.
+    """The rljax space equal to a gymnax (or gymnasium-like) ``Discrete`` / ``Box``
+    (same ``n``, or same shape ``[...]``, bounds and dtype).
 
     Raises:
       ValueError: one line naming the space type for any other kind (``Dict``,
@@ -179,7 +181,8 @@ def from_gymnax_space(space: Any) -> Space:
 def as_rljax_space(space: Any) -> Space:
     """``space`` itself if it is an rljax :class:`Space`, else :func:`from_gymnax_space`
     of it (what rljax code calls on ``env.action_space(params)``, whichever library's
-    space an adapter returns)."""
+    space an adapter returns). The shape is kept: ``[]`` for ``Discrete``, the box's
+    ``shape`` (e.g. ``[A]``) for ``Box``."""
     return space if isinstance(space, Space) else from_gymnax_space(space)
 
 

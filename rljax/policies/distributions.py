@@ -54,7 +54,8 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class ActionDistribution(NamedTuple):
-    """How a policy head's ``dist_params`` become actions (module docstring).
+    """How a policy head's ``dist_params`` become actions (module docstring). Shapes for
+    a batch ``[*batch]`` of ``A``-dimensional (Gaussian) or scalar (categorical) actions.
 
     Attributes:
       name: ``"categorical"``, ``"gaussian"`` or ``"tanh_gaussian"``.

@@ -139,20 +139,24 @@ class LMTrainConfig:
 
     @property
     def num_chunks(self) -> int:
+        """RL chunks of a run: ``rl_steps // steps_per_chunk``."""
         return self.rl_steps // self.steps_per_chunk
 
     @property
     def reward_weights(self) -> dict[str, float]:
+        """The reward components' weights by name (accuracy, format, process)."""
         return {"accuracy": self.reward_accuracy, "format": self.reward_format,
                 "process": self.reward_process}
 
     def task(self) -> ArithmeticTask:
+        """The arithmetic task these settings describe (levels, lengths, split)."""
         return ArithmeticTask(levels=tuple(self.levels), prompt_length=self.prompt_length,
                               solution_length=self.max_new_tokens,
                               eval_fraction=self.eval_fraction,
                               min_split_problems=self.min_split_problems)
 
     def lm_config(self, value_head: bool = False) -> LMConfig:
+        """The transformer's config (with a value head for PPO's value model)."""
         return LMConfig(context_length=self.prompt_length + self.max_new_tokens,
                         num_layers=self.num_layers, width=self.width,
                         num_heads=self.num_heads, value_head=value_head)
@@ -542,7 +546,8 @@ def _sample_metrics(parts: Any, mask: Array) -> dict[str, Array]:
 
 def make_lm_trainer(config: LMTrainConfig) -> LMTrainer:
     """Validate ``config`` and build the trainer (its ``init/advance/finish`` feed
-    :class:`rljax.sweep.ChunkedSweep`)."""
+    :class:`rljax.sweep.ChunkedSweep`; one seed's state per call, shapes as documented
+    on :class:`LMTrainer`)."""
     config.validate()
     policy = TinyLM(config.lm_config())
     value = TinyLM(config.lm_config(value_head=True)) if config.algorithm == "ppo" else None

@@ -47,12 +47,10 @@ from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, check_ppo_args, ppo
 from rljax.envs.base import Environment
 from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space
+from rljax.envs.wrappers import ENV_AXIS
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.policies.distributions import ActionDistribution, categorical, check_supports
 from rljax.types import Array, Params, PRNGKey
-
-#: The name of the vmapped axis of a seed's ``N`` environments (wrappers' ``axis_name``).
-ENV_AXIS = "env"
 
 
 def _is_number(value: Any) -> bool:
