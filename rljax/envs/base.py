@@ -136,6 +136,27 @@ class Environment:
         obs = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), obs_re, obs_st)
         return obs, state, reward, terminated, truncated, info
 
+    def transition(
+        self,
+        key: PRNGKey,
+        state: Any,
+        action: Array,
+        params: EnvParams | None = None,
+    ) -> tuple[Array, Any, Array, Array, Array, dict[str, Array]]:
+        """One step *without* auto-reset, in :meth:`step`'s six-value form: what code that
+        expands states itself (beam search, best-of-n) calls on any environment.
+
+        For a native environment this is :meth:`step_env` (``key`` used as given);
+        adapters whose ``step_env`` keeps another library's form (``GymnaxEnv``: gymnax's
+        five values) override it.
+
+        Returns:
+          ``(obs, state, reward, terminated, truncated, info)``, shapes as in :meth:`step`;
+          ``obs``/``state`` are those the step reached, never a reset's.
+        """
+        params = self.default_params if params is None else params
+        return self.step_env(key, state, action, params)
+
     def reset_env(self, key: PRNGKey, params: Any) -> tuple[Array, Any]:
         """Environment-specific reset (no auto-reset logic): ``key [] -> (obs, state)``.
 

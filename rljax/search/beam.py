@@ -91,8 +91,8 @@ def beam_search(
         top_lp, actions = jax.lax.top_k(log_probs, expansions)
 
         def child(action, lp):
-            obs_n, state_n, _, _, _, info = env.step_env(jax.random.key(0), beam["state"],
-                                                         action, env_params)
+            obs_n, state_n, _, _, _, info = env.transition(jax.random.key(0), beam["state"],
+                                                           action, env_params)
             score = beam["score"] + score_fn(obs_n, info) + 1e-3 * lp
             return {"obs": obs_n, "state": state_n, "score": score,
                     "done": info["answered"],

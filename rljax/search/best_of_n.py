@@ -98,8 +98,8 @@ def sample_candidates(
             obs_t, state_t, done, stats = carry
             action = sample_masked(key_t, policy_apply(policy_params, obs_t),
                                    env.action_mask(state_t, env_params), temperature)
-            obs_n, state_n, _, term, trunc, info = env.step_env(key_t, state_t, action,
-                                                                env_params)
+            obs_n, state_n, _, term, trunc, info = env.transition(key_t, state_t, action,
+                                                                  env_params)
             live = ~done
             answer, answered, outcome, pmin, psum, steps = stats
             stats = (
