@@ -225,8 +225,10 @@ class GymnaxEnv(Environment):
         self, key: PRNGKey, state: Any, action: Array, params: Any = None
     ) -> tuple[Any, Any, Array, Array, dict[str, Any]]:
         """gymnax's ``step_env``, unchanged: one step without auto-reset, returning gymnax's
-        five values ``(obs, state, reward, terminated, info)`` (``done`` before gymnax 1.0).
-        rljax's six-value form of the same step is :meth:`transition`."""
+        five values ``(obs, state, reward, terminated, info)`` (``done`` before gymnax 1.0),
+        one environment's: ``obs`` of :attr:`observation_shape`, ``reward`` and
+        ``terminated`` scalars ``[]``. rljax's six-value form of the same step is
+        :meth:`transition`."""
         return self.gymnax_env.step_env(key, state, action, self._params(params))
 
     def transition(
