@@ -10,11 +10,28 @@ from rljax.envs.bandit import (
     PromptBankState,
 )
 from rljax.envs.base import Environment, EnvParams, EnvState
+from rljax.envs.brax_adapter import BraxEnv, BraxParams, BraxState, from_brax
 from rljax.envs.chain import REWARD_MODES, ChainMDP, ChainParams, ChainState
 from rljax.envs.classic import CartPole, CartPoleParams, CartPoleState
 from rljax.envs.equation import EquationEnv, EquationParams, EquationState
 from rljax.envs.gymnax_adapter import GymnaxEnv, from_gymnax
+from rljax.envs.jumanji_adapter import JumanjiEnv, JumanjiParams, JumanjiState, from_jumanji
 from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space, from_gymnax_space
+from rljax.envs.wrappers import (
+    ENV_AXIS,
+    ClipAction,
+    FlattenObservation,
+    LogState,
+    LogWrapper,
+    NormalizeObservation,
+    NormalizeObservationState,
+    NormalizeReward,
+    NormalizeRewardState,
+    RunningMoments,
+    TimeLimit,
+    TimeLimitState,
+    Wrapper,
+)
 
 __all__ = [
     "Space",
@@ -43,8 +60,29 @@ __all__ = [
     "EquationState",
     "GymnaxEnv",
     "from_gymnax",
+    "BraxEnv",
+    "BraxParams",
+    "BraxState",
+    "from_brax",
+    "JumanjiEnv",
+    "JumanjiParams",
+    "JumanjiState",
+    "from_jumanji",
     "ArithmeticTask",
     "Problems",
     "Rewards",
     "LEVEL_NAMES",
+    "ENV_AXIS",
+    "Wrapper",
+    "TimeLimit",
+    "TimeLimitState",
+    "FlattenObservation",
+    "ClipAction",
+    "LogWrapper",
+    "LogState",
+    "RunningMoments",
+    "NormalizeObservation",
+    "NormalizeObservationState",
+    "NormalizeReward",
+    "NormalizeRewardState",
 ]
