@@ -160,3 +160,17 @@ def test_policy_step_stores_and_scores_the_raw_sample():
                                rtol=1e-6)
     assert not np.allclose(log_prob, net.distribution.log_prob(dist_params, to_env))
     np.testing.assert_allclose(value, want_value, rtol=1e-5, atol=1e-6)
+
+
+def test_env_step_refuses_an_action_of_the_wrong_shape_or_dtype():
+    env = PointMass()
+    _, state = env.reset(jax.random.key(0))
+    env.step(jax.random.key(1), state, jnp.zeros(1))  # the right action passes
+    with pytest.raises(ValueError, match=r"^PointMass: action must be a float array of shape "
+                                         r"\[1\] \(Box\), got shape \[2\]"):
+        jax.jit(env.step)(jax.random.key(1), state, jnp.zeros(2))
+    with pytest.raises(ValueError, match=r"^PointMass: .* dtype int32"):
+        env.step(jax.random.key(1), state, jnp.zeros(1, jnp.int32))
+    _, cart = CartPole().reset(jax.random.key(0))
+    with pytest.raises(ValueError, match=r"^CartPole: action must be an integer scalar \[\]"):
+        CartPole().step(jax.random.key(1), cart, jnp.float32(1.0))

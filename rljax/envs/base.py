@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rljax.envs.spaces import Box, Discrete, Space
+from rljax.envs.spaces import Box, Discrete, Space, check_action
 from rljax.types import Array, PRNGKey
 
 
@@ -115,7 +115,9 @@ class Environment:
         Args:
           key: typed key ``[]``.
           state: the state pytree from :meth:`reset` or the previous :meth:`step`.
-          action: int32 scalar ``[]`` in ``[0, num_actions)``.
+          action: int32 scalar ``[]`` in ``[0, num_actions)`` (``Discrete``), or a float
+            array of the ``Box``'s shape; another shape or dtype raises a one-line
+            ``ValueError`` naming the env (a static check, free under ``jit``).
           params: the environment's params (``default_params`` when ``None``).
 
         Returns:
@@ -126,6 +128,7 @@ class Environment:
           with a key split from ``key``); the other values describe the step that ended.
         """
         params = self.default_params if params is None else params
+        check_action(self.action_space(params), action, self.name)
         key_step, key_reset = jax.random.split(key)
         obs_st, state_st, reward, terminated, truncated, info = self.step_env(
             key_step, state, action, params
