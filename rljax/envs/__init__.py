@@ -16,6 +16,7 @@ from rljax.envs.classic import CartPole, CartPoleParams, CartPoleState
 from rljax.envs.equation import EquationEnv, EquationParams, EquationState
 from rljax.envs.gymnax_adapter import GymnaxEnv, from_gymnax
 from rljax.envs.jumanji_adapter import JumanjiEnv, JumanjiParams, JumanjiState, from_jumanji
+from rljax.envs.masked import MaskObservation, masked_cartpole
 from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space, from_gymnax_space
 from rljax.envs.wrappers import (
     ENV_AXIS,
@@ -72,6 +73,8 @@ __all__ = [
     "Problems",
     "Rewards",
     "LEVEL_NAMES",
+    "MaskObservation",
+    "masked_cartpole",
     "ENV_AXIS",
     "Wrapper",
     "TimeLimit",

@@ -1,5 +1,11 @@
 """Policies as pure ``init(key, obs) -> params`` / ``apply(params, obs) -> logits`` pairs."""
 
+from rljax.policies.distributions import (
+    ActionDistribution,
+    categorical,
+    check_supports,
+    diagonal_gaussian,
+)
 from rljax.policies.equation import (
     encode_observation,
     equation_actor_critic,
@@ -8,12 +14,6 @@ from rljax.policies.equation import (
     uniform_prior,
 )
 from rljax.policies.lm import Completion, KVCache, LMConfig, TinyLM
-from rljax.policies.distributions import (
-    ActionDistribution,
-    categorical,
-    check_supports,
-    diagonal_gaussian,
-)
 from rljax.policies.mlp import (
     ActorCritic,
     actor_critic_for,
@@ -22,6 +22,7 @@ from rljax.policies.mlp import (
     mlp_gaussian_actor_critic,
     sequential_init,
 )
+from rljax.policies.recurrent import RecurrentActorCritic, gru_actor_critic
 from rljax.policies.sampling import (
     MASKED_LOGIT,
     categorical_from_uniform,
@@ -45,6 +46,8 @@ __all__ = [
     "diagonal_gaussian",
     "check_supports",
     "sequential_init",
+    "RecurrentActorCritic",
+    "gru_actor_critic",
     "equation_actor_critic",
     "encode_observation",
     "heuristic_value",

@@ -12,6 +12,11 @@ from rljax.training.ppo import (
     make_ppo_train,
     ppo_optimizer,
 )
+from rljax.training.recurrent_ppo import (
+    SequenceObs,
+    make_recurrent_ppo_train,
+    recurrent_ppo_first_batch,
+)
 
 __all__ = [
     "ENV_AXIS",
@@ -21,6 +26,9 @@ __all__ = [
     "make_ppo_train",
     "make_ppo_chunks",
     "ppo_optimizer",
+    "make_recurrent_ppo_train",
+    "recurrent_ppo_first_batch",
+    "SequenceObs",
     "LMTrainConfig",
     "make_lm_trainer",
 ]
