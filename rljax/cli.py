@@ -121,6 +121,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--{flag.replace('_', '-')}: study {args.name!r} has no "
                                  f"{field} field (it runs no seed sweep); drop the flag")
             overrides[field] = parse_value(field, value, int)
+    if args.env is not None:
+        overrides["env"] = _env_override(module, args.name, args.env, overrides)
     grid_args = _grid_args(args)
     if args.resume:
         recorded = _recorded_config(out, args.name)
@@ -146,6 +148,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         if distributed.is_primary():
             _check_out(out, args.resume, args.overwrite)
     return _run_study(module, args, config, out, checkpoint_every, grid, grid_args)
+
+
+ENV_FIELD = "env"
+
+
+def _env_override(module: Any, name: str, env: str, overrides: dict[str, Any]) -> str:
+    """``--env NAME`` is the study's ``env`` config field (a study without one refuses it;
+    the name itself is checked by the study's ``Config.validate``)."""
+    from rljax.config import field_types
+
+    if ENV_FIELD not in field_types(module.Config):
+        raise UsageError(f"--env: study {name!r} takes no environment (only studies with an "
+                         f"{ENV_FIELD!r} config field, e.g. ppo, do); drop the flag")
+    if ENV_FIELD in overrides and overrides[ENV_FIELD] != env:
+        raise UsageError(f"--env: also given as --set env={overrides[ENV_FIELD]}; give it once")
+    return env
 
 
 def _grid_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -427,7 +445,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rljax import io
 
     module = _load(BENCHMARK_GROUP, args.name, "benchmark")
-    result = module.run()
+    if args.env is not None:
+        if not getattr(module, "ACCEPTS_ENV", False):
+            raise UsageError(f"--env: benchmark {args.name!r} takes no environment (only "
+                             "benchmarks declaring ACCEPTS_ENV = True, e.g. ppo, do); drop "
+                             "the flag")
+        try:
+            result = module.run(env=args.env)
+        except ValueError as err:  # an env the benchmark cannot run: one line
+            raise UsageError(f"--env: {err}") from None
+    else:
+        result = module.run()
     print(module.table(result))
     if args.json:
         io.write_json(args.json, result)
@@ -447,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--block-size", dest="block_size",
                      help="seeds per device per compiled block (>= 1); fixes the result bits")
     run.add_argument("--base-seed", dest="base_seed", help="base seed (>= 0)")
+    run.add_argument("--env", metavar="NAME",
+                     help="environment of a study that takes one (its 'env' field, e.g. "
+                          "ppo: a gymnax id such as Pendulum-v1); others exit 2")
     run.add_argument("--out", help="output directory (default results/NAME)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="override a config field (repeatable)")
@@ -488,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run a benchmark and print its table")
     bench.add_argument("name")
+    bench.add_argument("--env", metavar="NAME",
+                       help="environment of a benchmark that takes one (ACCEPTS_ENV, e.g. "
+                            "ppo: default CartPole-v1); others exit 2")
     bench.add_argument("--json", help="also write the figures to this JSON file")
     bench.set_defaults(func=cmd_bench)
 

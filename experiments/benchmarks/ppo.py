@@ -1,18 +1,42 @@
-"""``rljax bench ppo``: env steps/s of PPO on CartPole, rljax vs rejax, same run.
+"""``rljax bench ppo [--env NAME]``: PPO, rljax vs rejax, in the same run: env steps/s
+and final returns.
 
-Both sides train PPO on CartPole-v1 (rljax's native :class:`~rljax.envs.CartPole`;
-rejax 0.1.3's ``PPO`` on gymnax 1.0.1's ``CartPole-v1``) with the ppo-cartpole
-hyperparameters: 4 envs x 128 steps per update, 4 epochs x 4 minibatches, gamma 0.99,
-lambda 0.95, clip 0.2 (value clip 0.2), entropy 0.01, value 0.5, gradient clip 0.5,
-lr 2.5e-4, tanh MLP 64x64 actor and critic. Each side is one ``jax.jit(jax.vmap(train))``
-over ``S`` seeds in {1, 16, 128}, timed end to end on device-resident keys; throughput is
-``S * updates * 512 / seconds``, training included. Compile time is measured separately
-(``lower().compile()``). The sides alternate over ``ROUNDS`` rounds and the ratio is of
-the median times (timings on this machine vary by up to 70 % back to back).
+**CartPole-v1** (the default, today's benchmark): rljax's native
+:class:`~rljax.envs.CartPole` vs rejax 0.1.3's ``PPO`` on gymnax 1.0.1's ``CartPole-v1``,
+with the ppo-cartpole hyperparameters: 4 envs x 128 steps per update, 4 epochs x 4
+minibatches, gamma 0.99, lambda 0.95, clip 0.2 (value clip 0.2), entropy 0.01, value 0.5,
+gradient clip 0.5, lr 2.5e-4, tanh MLP 64x64 actor and critic.
+
+**Any other gymnax env** (``--env Pendulum-v1``, ``--env Breakout-MinAtar``, ...): both sides
+use the ``ppo`` study's published configuration of the env
+(:mod:`experiments.ppo_env_configs`; :data:`BENCH_PRESETS` names the row where it is not the
+env's first: Breakout-MinAtar runs rejax's own ``benchmark/breakout_1m.yaml``, since the
+gymnax-blines 64 x 128-step, 256-wide config does not fit 128 seeds in a few minutes
+here). rljax runs the env exactly as the study does (``from_gymnax``, flattened /
+normalised where the study does; categorical or Gaussian head from the spaces); rejax gets
+``env=NAME`` with the same numbers (``agent_kwargs`` activation and hidden sizes,
+``normalize_observations``); rejax flattens observations inside its MLP and clips a
+Gaussian sample to the box in the env step, as rljax does.
+
+**Throughput**: each side is one ``jax.jit(jax.vmap(train))`` over ``S`` seeds in {1, 16,
+128}, timed end to end on device-resident keys; ``S * updates * batch / seconds``,
+training included (each side also sums the returns of the episodes it finishes). Compile
+time is measured separately (``lower().compile()``). The sides alternate over ``ROUNDS``
+rounds and the ratio is of the median times (timings on this machine vary by up to 70 %
+back to back). **Returns**: each side trains ``RETURN_SEEDS`` seeds for
+``min(total_steps, RETURN_STEPS)`` steps (a smaller budget than the study's; the result
+says which), and per seed the mean return of the training episodes that finished in the
+last 2 % of updates (at least the updates of one time-limited episode) is taken (the
+``ppo`` study's final return; on the rejax side a wrapper counts them in the env
+state); IQM over seeds with the interval of ``rljax.stats.reported.reported_interval``.
+Environment variables
+``RLJAX_BENCH_ROUNDS``, ``RLJAX_BENCH_RETURN_SEEDS``, ``RLJAX_BENCH_RETURN_STEPS`` change
+those sizes.
 
 Differences that are rejax's, not the benchmark's: rejax keeps separate Adam states for
-actor and critic, clips gradients elementwise (``optax.clip``), does not anneal the
-learning rate, and initialises with LeCun-normal weights (no orthogonal QR, so its
+actor and critic, clips gradients elementwise (``optax.clip``), uses Adam eps 1e-8, does
+not anneal the learning rate, does not bootstrap time-limit truncations (gymnax's five-value
+``done``), and initialises with LeCun-normal weights (no orthogonal QR, so its
 vmapped init cannot hang); its evaluation callback is replaced by a no-op and
 ``skip_initial_evaluation=True`` so only training is timed. These change the arithmetic
 by a few elementwise operations per gradient step.
@@ -32,29 +56,141 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
 from rljax.training.ppo import PPOTrainConfig, make_ppo_train
 
+ACCEPTS_ENV = True  # `rljax bench ppo --env NAME`
+DEFAULT_ENV = "CartPole-v1"
 SEED_COUNTS = (1, 16, 128)
-# Updates per timed run for each seed count (512 env steps per update and seed), chosen
-# so one run takes a few seconds on 2 CPU cores.
-UPDATES = {1: 100, 16: 25, 128: 5}
+# Env steps per timed run for each seed count (CartPole: 100, 25 and 5 updates of 512
+# steps), so one run takes a few seconds on 2 CPU cores; updates = steps / (S * batch).
+STEPS = {1: 51_200, 16: 204_800, 128: 327_680}
+UPDATES = {1: 100, 16: 25, 128: 5}  # CartPole's (512 steps per update)
 ROUNDS = 5
+RETURN_SEEDS = 8
+RETURN_STEPS = 100_000
 CONFIG = PPOTrainConfig()
+#: The study preset the bench runs where it is not the env's first row.
+BENCH_PRESETS = {"Breakout-MinAtar": "rejax"}
 
 
-def _rljax_train(num_updates: int):
-    config = CONFIG._replace(total_steps=num_updates * CONFIG.batch_size)
-    return make_ppo_train(CartPole(), mlp_actor_critic(2), config)
+@dataclass(frozen=True)
+class Setup:
+    """What both sides run: the env name, the trainer config (rljax's names), the network
+    (hidden sizes, activation), observation normalisation, and where it comes from."""
+
+    env: str
+    config: PPOTrainConfig
+    hidden_sizes: tuple[int, ...]
+    activation: str
+    normalize_observations: bool
+    preset: str
+    source: str
 
 
-def _rejax_train(num_updates: int):
+def setup_for(env: str = DEFAULT_ENV, preset: str | None = None) -> Setup:
+    """The benchmark's configuration of ``env``: CartPole-v1's is ppo-cartpole's; any other
+    env's is the ``ppo`` study's (:class:`experiments.ppo_env.Config`).
+
+    Raises:
+      ValueError: one line for an env the study refuses (unknown name, spaces).
+    """
+    if env == DEFAULT_ENV and preset is None:
+        return Setup(env, CONFIG, (64, 64), "tanh", False, "ppo-cartpole",
+                     "experiments/ppo_cartpole.py (CleanRL ppo.py defaults)")
+    from experiments.ppo_env import Config
+    from rljax.config import ConfigError
+
+    study = Config(env=env, preset=preset or BENCH_PRESETS.get(env, "auto"))
+    try:
+        study.validate()
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+    if env.startswith("brax:"):
+        raise ValueError(f"{env}: the bench runs gymnax envs only (rejax's brax path needs "
+                         "brax's own wrappers)")
+    chosen = study.resolved_preset()
+    return Setup(env, study.train_config(), (study.hidden_size,) * study.hidden_layers,
+                 study.activation, study.normalize_observations, chosen.name, chosen.source)
+
+
+def _updates(setup: Setup, num_seeds: int, updates: dict[int, int] | None) -> int:
+    if updates is not None:
+        return updates[num_seeds]
+    if setup.env == DEFAULT_ENV and setup.preset == "ppo-cartpole":
+        return UPDATES[num_seeds]
+    return max(1, round(STEPS[num_seeds] / (num_seeds * setup.config.batch_size)))
+
+
+def _rljax_train(num_updates: int, setup: Setup | None = None):
+    """``train(key) -> logs`` (leaves ``[U]``) of rljax's PPO for ``num_updates`` updates."""
+    setup = setup_for() if setup is None else setup
+    config = setup.config._replace(total_steps=num_updates * setup.config.batch_size)
+    if setup.preset == "ppo-cartpole":
+        return make_ppo_train(CartPole(), mlp_actor_critic(2), config)
+    from experiments.ppo_env import Config, make_env, make_network
+
+    study = Config(env=setup.env, normalize_observations=setup.normalize_observations,
+                   hidden_size=setup.hidden_sizes[0], hidden_layers=len(setup.hidden_sizes),
+                   activation=setup.activation)
+    env = make_env(study)
+    return make_ppo_train(env, make_network(env, study), config)
+
+
+def _final_window_wrapper(legacy_cls):
+    """gymnax's five-value wrapper that also counts, in the env state, the returns of the
+    episodes ending at or after step ``start`` of each env (the final window)."""
+    from flax import struct
+
+    @struct.dataclass
+    class CountedState:
+        env_state: Any
+        t: jax.Array
+        episode_return: jax.Array
+        return_sum: jax.Array
+        episodes: jax.Array
+
+    class FinalWindowReturns(legacy_cls):
+        """Five-value ``step``, safe under ``copy.deepcopy``, counting final returns."""
+
+        def __init__(self, env, start: int):
+            super().__init__(env)
+            self.start = int(start)
+
+        def __deepcopy__(self, memo):
+            return self
+
+        def reset(self, key, params=None):
+            obs, state = self._env.reset(key, params)
+            return obs, CountedState(state, jnp.int32(0), jnp.float32(0.0), jnp.float32(0.0),
+                                     jnp.int32(0))
+
+        def step(self, key, state, action, params=None):
+            obs, env_state, reward, terminated, truncated, info = self._env.step(
+                key, state.env_state, action, params)
+            done = jnp.logical_or(terminated, truncated)
+            episode_return = state.episode_return + jnp.asarray(reward, jnp.float32)
+            counted = jnp.logical_and(done, state.t >= self.start)
+            new = CountedState(env_state, state.t + 1,
+                               jnp.where(done, 0.0, episode_return),
+                               state.return_sum + jnp.where(counted, episode_return, 0.0),
+                               state.episodes + counted.astype(jnp.int32))
+            return obs, new, reward, done, info
+
+    return FinalWindowReturns
+
+
+def _rejax_train(num_updates: int, setup: Setup | None = None, final_updates: int = 0):
+    """``train(raw key) -> (return_sum [], episodes [])`` of rejax's PPO: the returns of the
+    episodes its envs finished in the last ``final_updates`` updates."""
     try:
         import gymnax  # noqa: F401
         from gymnax.wrappers import LegacyStepAPIWrapper
@@ -63,28 +199,29 @@ def _rejax_train(num_updates: int):
         raise RuntimeError("rljax bench ppo needs rejax and gymnax: "
                            "pip install -e '.[bench]'") from err
 
-    class FiveValueStep(LegacyStepAPIWrapper):
-        """gymnax's five-value wrapper, safe under ``copy.deepcopy``."""
-
-        def __deepcopy__(self, memo):
-            return self
-
-    c = CONFIG
+    setup = setup_for() if setup is None else setup
+    c = setup.config
+    kwargs = {"normalize_observations": True} if setup.normalize_observations else {}
     algo = PPO.create(
-        env="CartPole-v1", num_envs=c.num_envs, num_steps=c.num_steps,
+        env=setup.env, num_envs=c.num_envs, num_steps=c.num_steps,
         num_epochs=c.num_epochs, num_minibatches=c.num_minibatches,
         learning_rate=c.learning_rate, max_grad_norm=c.max_grad_norm,
         total_timesteps=num_updates * c.batch_size, eval_freq=num_updates * c.batch_size,
         gamma=c.gamma, gae_lambda=c.lam, clip_eps=c.clip_epsilon, ent_coef=c.entropy_coef,
         vf_coef=c.value_coef, skip_initial_evaluation=True,
-        agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
+        agent_kwargs={"activation": setup.activation,
+                      "hidden_layer_sizes": tuple(setup.hidden_sizes)},
+        **kwargs,
     )
-    algo = algo.replace(env=FiveValueStep(algo.env),
+    wrapper = _final_window_wrapper(LegacyStepAPIWrapper)
+    start = (num_updates - final_updates) * c.num_steps  # steps per env before the window
+    algo = algo.replace(env=wrapper(algo.env, start),
                         eval_callback=lambda algo, ts, rng: jnp.zeros(()))
 
     def train(key):
         train_state, _ = algo.train(key)
-        return train_state
+        counts = train_state.env_state
+        return jnp.sum(counts.return_sum), jnp.sum(counts.episodes)
 
     return train
 
@@ -105,23 +242,110 @@ def _time(compiled, keys) -> float:
     return time.perf_counter() - start
 
 
-def run() -> dict:
-    """Compile both sides per seed count, then time alternating rounds; JSON-able dict."""
-    rounds = int(os.environ.get("RLJAX_BENCH_ROUNDS", ROUNDS))
-    result: dict[str, Any] = {"rounds": rounds, "steps_per_update": CONFIG.batch_size,
+def _episode_updates(setup: Setup) -> int:
+    """Updates that span one time-limited episode per env (``ceil(max_steps_in_episode /
+    num_steps)``; 1 when the env declares no limit), so a final window holds an episode
+    end of every env even for a fixed-length env such as Pendulum (200 steps)."""
+    if setup.preset == "ppo-cartpole":
+        return 1
+    from rljax.envs import from_gymnax
+
+    limit = getattr(from_gymnax(setup.env).default_params, "max_steps_in_episode", 0)
+    return max(1, -(-int(limit) // setup.config.num_steps))
+
+
+def _returns(setup: Setup, num_seeds: int, total_steps: int, reps: int = 2000) -> dict:
+    """Both sides trained ``num_seeds`` seeds for ``total_steps`` steps: per-seed final
+    returns (last 2 % of updates), IQM with interval, and whether each IQM is inside the
+    other's interval."""
+    from rljax.stats.reported import reported_interval
+
+    num_updates = max(1, total_steps // setup.config.batch_size)
+    final_updates = min(num_updates, max(num_updates // 50, _episode_updates(setup)))
+    keys = jax.random.split(jax.random.key(1), num_seeds)
+    start = time.perf_counter()
+    logs = jax.jit(jax.vmap(_rljax_train(num_updates, setup)))(keys)
+    ours = (np.asarray(logs["return_sum"])[:, -final_updates:].sum(axis=1),
+            np.asarray(logs["episodes"])[:, -final_updates:].sum(axis=1))
+    our_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    theirs = jax.jit(jax.vmap(_rejax_train(num_updates, setup, final_updates)))(
+        jax.random.key_data(keys))
+    theirs = tuple(np.asarray(x) for x in theirs)
+    their_seconds = time.perf_counter() - start
+    out: dict[str, Any] = {"seeds": num_seeds, "env_steps_per_seed":
+                           num_updates * setup.config.batch_size, "updates": num_updates,
+                           "final_updates": final_updates}
+    for side, (sums, counts), seconds, k in (("rljax", ours, our_seconds, 2),
+                                             ("rejax", theirs, their_seconds, 3)):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_seed = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        ok = per_seed[~np.isnan(per_seed)]
+        ci = (reported_interval("iqm", ok, key=jax.random.key(k), reps=reps)
+              if ok.size >= 2 else None)
+        out[side] = {"iqm": float(ci.point) if ci else None,
+                     "ci": [float(ci.low), float(ci.high)] if ci else [None, None],
+                     "interval_note": ci.note.rstrip(".") if ci else "fewer than 2 seeds",
+                     "per_seed": [None if np.isnan(x) else float(x) for x in per_seed],
+                     "wall_seconds_with_compile": seconds}
+    a, b = out["rljax"], out["rejax"]
+    out["each_within_other"] = (
+        None if a["iqm"] is None or b["iqm"] is None else
+        bool(b["ci"][0] <= a["iqm"] <= b["ci"][1] and a["ci"][0] <= b["iqm"] <= a["ci"][1]))
+    out["intervals_overlap"] = (None if a["iqm"] is None or b["iqm"] is None else
+                                bool(a["ci"][0] <= b["ci"][1] and b["ci"][0] <= a["ci"][1]))
+    return out
+
+
+def run(env: str = DEFAULT_ENV, *, seed_counts: tuple[int, ...] = SEED_COUNTS,
+        updates: dict[int, int] | None = None, rounds: int | None = None,
+        return_seeds: int | None = None, return_steps: int | None = None,
+        preset: str | None = None) -> dict:
+    """Compile both sides per seed count, time alternating rounds, then train both for
+    the returns; a JSON-able dict.
+
+    Args:
+      env: a gymnax id (default CartPole-v1, with ppo-cartpole's config).
+      seed_counts: the S of the throughput table.
+      updates: ``{S: updates per timed run}`` (default from :data:`STEPS`).
+      rounds: alternating timed rounds (default ``RLJAX_BENCH_ROUNDS`` or 5).
+      return_seeds, return_steps: the returns' seeds and steps per seed (defaults
+        ``RLJAX_BENCH_RETURN_SEEDS`` / ``_STEPS`` or 8 and ``min(total_steps, 1e5)``); 0
+        seeds skips the returns.
+      preset: the study preset (default :data:`BENCH_PRESETS` or the env's first row).
+
+    Raises:
+      ValueError: one line for an env the ``ppo`` study refuses.
+    """
+    setup = setup_for(env, preset)
+    rounds = int(os.environ.get("RLJAX_BENCH_ROUNDS", ROUNDS)) if rounds is None else rounds
+    if return_seeds is None:
+        return_seeds = int(os.environ.get("RLJAX_BENCH_RETURN_SEEDS", RETURN_SEEDS))
+    if return_steps is None:
+        return_steps = int(os.environ.get("RLJAX_BENCH_RETURN_STEPS",
+                                          min(setup.config.total_steps, RETURN_STEPS)))
+    result: dict[str, Any] = {"env": setup.env, "preset": setup.preset,
+                              "preset_source": setup.source, "rounds": rounds,
+                              "steps_per_update": setup.config.batch_size,
+                              "config": {**setup.config._asdict(),
+                                         "hidden_sizes": list(setup.hidden_sizes),
+                                         "activation": setup.activation,
+                                         "normalize_observations":
+                                             setup.normalize_observations},
                               "sizes": []}
-    for num_seeds in SEED_COUNTS:
-        num_updates = UPDATES[num_seeds]
-        ours, our_keys, our_compile = _compile(_rljax_train(num_updates), num_seeds, True)
-        theirs, their_keys, their_compile = _compile(_rejax_train(num_updates), num_seeds,
-                                                     False)
+    for num_seeds in seed_counts:
+        num_updates = _updates(setup, num_seeds, updates)
+        ours, our_keys, our_compile = _compile(_rljax_train(num_updates, setup), num_seeds,
+                                               True)
+        theirs, their_keys, their_compile = _compile(_rejax_train(num_updates, setup),
+                                                     num_seeds, False)
         _time(ours, our_keys)  # warm-up: first-call allocations
         _time(theirs, their_keys)
         our_times, their_times = [], []
         for _ in range(rounds):
             our_times.append(_time(ours, our_keys))
             their_times.append(_time(theirs, their_keys))
-        steps = num_seeds * num_updates * CONFIG.batch_size
+        steps = num_seeds * num_updates * setup.config.batch_size
         our_median = statistics.median(our_times)
         their_median = statistics.median(their_times)
         result["sizes"].append({
@@ -137,14 +361,19 @@ def run() -> dict:
             "rejax_compile_seconds": their_compile,
         })
     result["min_ratio"] = min(s["ratio"] for s in result["sizes"])
+    result["returns"] = (_returns(setup, return_seeds, return_steps) if return_seeds
+                         else None)
     return result
 
 
 def table(result: dict) -> str:
-    """Markdown table of the ratios (rljax env steps/s over rejax's; > 1: rljax faster)."""
+    """Markdown table of the ratios (rljax env steps/s over rejax's; > 1: rljax faster) and
+    of both sides' final returns."""
+    env = result.get("env", DEFAULT_ENV)
     lines = [
-        f"PPO on CartPole, env steps/s including training (median of {result['rounds']} "
-        "alternating rounds); compile seconds separately",
+        f"PPO on {env} ({result.get('preset', 'ppo-cartpole')} config), env steps/s "
+        f"including training (median of {result['rounds']} alternating rounds); compile "
+        "seconds separately",
         "",
         "| seeds | rljax steps/s | rejax steps/s | ratio | rljax compile s | rejax compile s |",
         "|---|---|---|---|---|---|",
@@ -157,4 +386,17 @@ def table(result: dict) -> str:
         )
     lines.append("")
     lines.append(f"minimum ratio: {result['min_ratio']:.2f} (target >= 1.0)")
+    returns = result.get("returns")
+    if returns:
+        def fmt(side):
+            r = returns[side]
+            if r["iqm"] is None:
+                return "n/a"
+            return f"{r['iqm']:.4g} [{r['ci'][0]:.4g}, {r['ci'][1]:.4g}]"
+
+        lines += ["", f"final return (IQM over {returns['seeds']} seeds, 95 % interval; "
+                  f"{returns['env_steps_per_seed']:,} steps per seed, episodes of the last "
+                  f"{returns['final_updates']} updates): rljax {fmt('rljax')}, rejax "
+                  f"{fmt('rejax')}; each IQM inside the other's interval: "
+                  f"{returns['each_within_other']}"]
     return "\n".join(lines)

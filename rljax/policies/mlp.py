@@ -42,7 +42,8 @@ from rljax.policies.distributions import (
 from rljax.policies.tabular import Policy
 from rljax.types import Array, Params, PRNGKey
 
-ACTIVATIONS: dict[str, Callable[[Array], Array]] = {"tanh": jnp.tanh, "relu": nn.relu}
+ACTIVATIONS: dict[str, Callable[[Array], Array]] = {"tanh": jnp.tanh, "relu": nn.relu,
+                                                    "swish": nn.swish}
 
 
 class ActorCritic(NamedTuple):

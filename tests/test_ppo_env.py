@@ -1,0 +1,142 @@
+"""``rljax run ppo --env NAME`` at tiny sizes through the real command line: a discrete env,
+Pendulum-v1 (the Gaussian path), Catch-bsuite (flattened observations, as a grid); the
+per-env published defaults; and the one-line refusals (exit 2)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments import ppo_env
+from experiments.ppo_env_configs import GENERIC_DISCRETE, PRESETS
+from rljax.cli import main
+from rljax.envs import FlattenObservation, NormalizeObservation
+
+
+def _run(out, env, *sets, extra=()):
+    args = ["run", "ppo", "--env", env, "--out", str(out), "--seeds", "2", "--block-size", "2",
+            *extra]
+    for s in ("bootstrap_reps=50", *sets):
+        args += ["--set", s]
+    return main(args)
+
+
+@pytest.mark.timeout(120)
+def test_discrete_env_writes_files_and_keys(tmp_path):
+    out = tmp_path / "cartpole"
+    # 8 updates of 4 envs x 32 steps (the cleanrl preset's 4 envs), 2 chunks
+    assert _run(out, "CartPole-v1", "total_steps=1024", "num_steps=32", "chunk_updates=4",
+                "final_updates=4", "curve_points=4") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("final_return_iqm", "final_return_ci", "final_return_interval_note",
+                "env_steps_per_second", "curve_iqm", "curve_ci_low", "curve_ci_high",
+                "compile_seconds", "run_seconds", "nonfinite_seeds", "preset",
+                "preset_source", "hyperparameters", "policy_head", "wrappers"):
+        assert key in summary, key
+    assert summary["preset"] == "cleanrl" and summary["policy_head"] == "categorical"
+    assert summary["hyperparameters"]["num_envs"] == 4
+    assert summary["preset_overridden"] == {"total_steps": 1024, "num_steps": 32}
+    assert summary["updates"] == 8 and summary["chunks"] == 2 and summary["wrappers"] == []
+    low, high = summary["final_return_ci"]
+    assert low <= summary["final_return_iqm"] <= high
+    assert summary["nonfinite_seeds"] == 0 and summary["env_steps_per_second"] > 0
+    table = pd.read_parquet(out / "results.parquet")
+    assert len(table) == 2 * 8 and table["env_steps"].max() == 1024
+    for name in ("report.md", "return_curve.png", "final_returns.png", "config.json"):
+        assert (out / name).exists(), name
+    report = (out / "report.md").read_text()
+    assert "95 % CI" in report and summary["preset_source"] in report
+
+
+@pytest.mark.timeout(120)
+def test_pendulum_trains_the_gaussian_head_at_its_published_config(tmp_path):
+    out = tmp_path / "pendulum"
+    # 13 updates of the gymnax-blines config (32 envs x 16 steps): every env ends its first
+    # 200-step episode during update 13, so the final window (1 update) holds 32 episodes
+    assert _run(out, "Pendulum-v1", "total_steps=6656", "chunk_updates=13",
+                "final_updates=1", "curve_points=13") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    hp = summary["hyperparameters"]
+    assert summary["preset"] == "gymnax-blines" and summary["policy_head"] == "gaussian"
+    assert (hp["num_envs"], hp["num_steps"], hp["learning_rate"], hp["anneal_lr"],
+            hp["max_grad_norm"], hp["activation"]) == (32, 16, 5e-4, False, 1.0, "relu")
+    assert summary["published_return"] == -130.0
+    assert summary["updates"] == 13 and summary["env_steps_per_seed"] == 6656
+    table = pd.read_parquet(out / "results.parquet")
+    assert table.groupby("update")["episodes"].sum().tolist() == [0] * 12 + [64]
+    finals = np.asarray(summary["final_returns"], float)
+    assert finals.shape == (2,) and np.all(np.isfinite(finals)) and np.all(finals < 0)
+    assert summary["nonfinite_seeds"] == 0
+    assert np.isfinite(table[["loss", "policy_loss", "value_loss", "entropy"]]).all().all()
+    # a Gaussian's entropy 0.5 log(2 pi e sigma^2) at log_std 0 is 1.419 per action dim
+    assert table["entropy"].iloc[0] == pytest.approx(0.5 * np.log(2 * np.pi * np.e), abs=0.01)
+
+
+@pytest.mark.timeout(120)
+def test_catch_is_flattened_and_runs_as_a_grid(tmp_path):
+    out = tmp_path / "catch"
+    # 2 updates of 16 envs x 32 steps; Catch episodes last 9 steps
+    assert _run(out, "Catch-bsuite", "total_steps=1024", "chunk_updates=1", "final_updates=1",
+                extra=["--grid", "learning_rate=5e-4,1e-3"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["observation_shape"] == [10, 5]
+    assert summary["policy_observation_shape"] == [50]
+    assert summary["wrappers"] == ["FlattenObservation"]
+    assert [c["learning_rate"] for c in summary["configs"]] == [5e-4, 1e-3]
+    for entry in summary["configs"]:
+        low, high = entry["final_return_ci"]
+        assert low <= entry["final_return_iqm"] <= high and -1 <= entry["final_return_iqm"] <= 1
+    table = pd.read_parquet(out / "results.parquet")
+    assert sorted(table["config"].unique()) == [0, 1] and len(table) == 2 * 2 * 2
+
+
+def test_config_defaults_are_resolved_per_env():
+    pendulum = ppo_env.Config(env="Pendulum-v1")
+    blines = PRESETS["Pendulum-v1"]["gymnax-blines"].values
+    assert {f: getattr(pendulum, f) for f in blines} == blines
+    assert (pendulum.total_steps, pendulum.num_envs, pendulum.num_steps,
+            pendulum.num_minibatches, pendulum.learning_rate) == (1_000_000, 32, 16, 4, 5e-4)
+    rejax = ppo_env.Config(env="Pendulum-v1", preset="rejax")
+    assert (rejax.activation, rejax.num_envs, rejax.gamma, rejax.entropy_coef,
+            rejax.normalize_observations) == ("swish", 100, 0.995, 0.0, True)
+    breakout = ppo_env.Config(env="Breakout-MinAtar")
+    assert (breakout.hidden_size, breakout.gamma, breakout.num_envs, breakout.num_steps,
+            breakout.total_steps) == (256, 0.999, 64, 128, 10_000_000)
+    # an explicit value wins over the preset; others stay the preset's
+    given = ppo_env.Config(env="Pendulum-v1", learning_rate=1e-3)
+    assert given.learning_rate == 1e-3 and given.num_envs == 32
+    # envs without a row: CleanRL's defaults for their action kind
+    assert ppo_env.Config(env="MountainCar-v0").resolved_preset().source.endswith("/ppo.py")
+    reacher = ppo_env.Config(env="Reacher-misc")
+    assert reacher.num_steps == 2048 and reacher.entropy_coef == 0.0
+    # the class defaults are the default env's row (CartPole-v1, CleanRL)
+    default = ppo_env.Config()
+    assert default.env == "CartPole-v1"
+    assert {f: getattr(default, f) for f in GENERIC_DISCRETE.values} == GENERIC_DISCRETE.values
+    # the env the study builds: flattened where the obs are not [D], normalised on request
+    assert isinstance(ppo_env.make_env(ppo_env.Config(env="Catch-bsuite")), FlattenObservation)
+    assert isinstance(ppo_env.make_env(rejax), NormalizeObservation)
+    assert not isinstance(ppo_env.make_env(pendulum), NormalizeObservation)
+    for config in (pendulum, rejax, breakout, reacher):
+        config.validate()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "ppo", "--env", "Pendulm-v1"], "close matches: Pendulum-v1"),
+    (["run", "ppo", "--env", "FrozenLake-misc"],
+     "FrozenLake-misc: observation space Discrete(16) is not supported"),
+    (["run", "ppo", "--env", "Catch-bsuite", "--set", "preset=rejax"],
+     "preset: Catch-bsuite has no 'rejax' row"),
+    (["run", "ppo", "--env", "Catch-bsuite", "--set", "env=Pendulum-v1"], "give it once"),
+    (["run", "ppo-cartpole", "--env", "Pendulum-v1"], "study 'ppo-cartpole' takes no env"),
+    (["bench", "sweep", "--env", "Pendulum-v1"], "benchmark 'sweep' takes no env"),
+    (["bench", "ppo", "--env", "Pendulm-v1"], "close matches: Pendulum-v1"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
+    if args[0] == "run":
+        args = [*args, "--out", str(tmp_path / "out")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err, err
+    assert not (tmp_path / "out").exists()
