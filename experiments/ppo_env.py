@@ -120,7 +120,8 @@ class Config:
     STRUCTURAL: ClassVar[tuple[str, ...]] = ("hidden_size", "hidden_layers", "activation",
                                              "num_envs", "num_steps", "num_epochs",
                                              "num_minibatches", "anneal_lr", "value_clip",
-                                             "total_steps", "normalize_observations")
+                                             "total_steps", "normalize_observations",
+                                             "normalize_rewards")
 
     env: str = "CartPole-v1"
     preset: str = "auto"
@@ -146,6 +147,9 @@ class Config:
     hidden_layers: int = 2
     activation: str = "tanh"
     normalize_observations: bool = False
+    # not in any preset: CleanRL's continuous-control wrapper (gym's NormalizeReward),
+    # off unless asked (``--set normalize_rewards=true``)
+    normalize_rewards: bool = False
     # --- run shape ---
     chunk_updates: int = 0  # 0: auto, about 16 chunks
     log_every: int = 1
@@ -233,7 +237,7 @@ class Config:
         if (self.num_envs * self.num_steps) % self.num_minibatches:
             raise ConfigError(f"num_minibatches: must divide num_envs * num_steps = "
                               f"{self.num_envs * self.num_steps}, got {self.num_minibatches}")
-        for name in ("anneal_lr", "normalize_observations"):
+        for name in ("anneal_lr", "normalize_observations", "normalize_rewards"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: must be a boolean, got {getattr(self, name)!r}")
         require_choice("activation", self.activation, tuple(ACTIVATIONS))
@@ -308,13 +312,15 @@ def check_env(config: Config) -> None:
 def make_env(config: Config) -> Any:
     """The study's environment for ``config``: ``from_gymnax(env)`` (or ``from_brax``),
     flattened when its observations are not ``[D]``, observation-normalised over the
-    seed's envs (``axis_name=ENV_AXIS``) when ``config.normalize_observations``.
+    seed's envs (``axis_name=ENV_AXIS``) when ``config.normalize_observations``, and
+    reward-normalised (``NormalizeReward`` with the config's gamma, same axis; returns are
+    still logged from the raw rewards) when ``config.normalize_rewards``.
 
     Raises:
       ValueError: one line: an unknown name (close matches), or observations that are not
         a ``Box`` (what is allowed is named).
     """
-    from rljax.envs import FlattenObservation, NormalizeObservation
+    from rljax.envs import FlattenObservation, NormalizeObservation, NormalizeReward
     from rljax.envs.spaces import Box, as_rljax_space
 
     env = _raw_env(config.env)
@@ -327,6 +333,8 @@ def make_env(config: Config) -> Any:
         env = FlattenObservation(env)
     if config.normalize_observations:
         env = NormalizeObservation(env, axis_name=ENV_AXIS)
+    if config.normalize_rewards:
+        env = NormalizeReward(env, gamma=float(config.gamma), axis_name=ENV_AXIS)
     return env
 
 
@@ -422,7 +430,8 @@ def _env_record(config: Config) -> dict[str, Any]:
             env.default_params)).shape),
         "action_space": repr(as_rljax_space(raw.action_space(raw.default_params))),
         "wrappers": [w for w, on in (("FlattenObservation", env_flattened(raw)),
-                                     ("NormalizeObservation", config.normalize_observations))
+                                     ("NormalizeObservation", config.normalize_observations),
+                                     ("NormalizeReward", config.normalize_rewards))
                      if on],
         "policy_head": make_network(env, config).distribution.name,
         "preset": preset.name,
@@ -630,6 +639,9 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
                  if "FlattenObservation" in summary["wrappers"] else "")
     normalised = (", normalised (running mean / variance over the seed's envs)"
                   if hp["normalize_observations"] else "")
+    if "NormalizeReward" in summary["wrappers"]:
+        normalised += ("; rewards scaled by the running std of the discounted return "
+                       "(NormalizeReward; returns reported from the raw rewards)")
     lines = [
         f"# {NAME} on {config.env}",
         "",

@@ -11,7 +11,7 @@ import pytest
 from experiments import ppo_env
 from experiments.ppo_env_configs import GENERIC_DISCRETE, PRESETS
 from rljax.cli import main
-from rljax.envs import FlattenObservation, NormalizeObservation
+from rljax.envs import FlattenObservation, NormalizeObservation, NormalizeReward
 
 
 def _run(out, env, *sets, extra=()):
@@ -118,6 +118,9 @@ def test_config_defaults_are_resolved_per_env():
     assert isinstance(ppo_env.make_env(ppo_env.Config(env="Catch-bsuite")), FlattenObservation)
     assert isinstance(ppo_env.make_env(rejax), NormalizeObservation)
     assert not isinstance(ppo_env.make_env(pendulum), NormalizeObservation)
+    scaled = ppo_env.make_env(ppo_env.Config(env="Pendulum-v1", normalize_rewards=True))
+    assert isinstance(scaled, NormalizeReward) and scaled.gamma == pendulum.gamma
+    assert not isinstance(ppo_env.make_env(pendulum), NormalizeReward)
     for config in (pendulum, rejax, breakout, reacher):
         config.validate()
 
