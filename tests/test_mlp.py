@@ -66,7 +66,7 @@ def test_forward_matches_numpy_reference_under_jit_and_vmap():
                                    atol=1e-6)
         np.testing.assert_allclose(values[s], numpy_mlp(p["critic"], obs[s])[..., 0],
                                    rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(ac.value(p, obs[s]), values[s], rtol=1e-6)
+        np.testing.assert_allclose(ac.value(p, obs[s]), values[s], rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(ac.actor.apply(p["actor"], obs[s]), logits[s], rtol=1e-6,
                                    atol=1e-7)
 
