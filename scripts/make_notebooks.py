@@ -740,8 +740,8 @@ LM_GRPO = [
     import numpy as np
 
     import rljax
-    from rljax.training.lm import LMTrainConfig, make_lm_trainer
     from rljax.stats.reported import reported_interval
+    from rljax.training.lm import LMTrainConfig, make_lm_trainer
 
     config = LMTrainConfig(
         levels=(0,),                          # one-digit addition: 100 distinct problems
