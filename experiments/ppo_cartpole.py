@@ -67,7 +67,7 @@ from rljax.policies import mlp_actor_critic
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
-from rljax.training.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer
+from rljax.training.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer, train_config_from
 
 NAME = "ppo-cartpole"
 SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs
@@ -120,15 +120,7 @@ class Config:
 
     def train_config(self) -> PPOTrainConfig:
         """The trainer's config; its ``TRACED`` values are overridden by ``hparams``."""
-        return PPOTrainConfig(
-            num_envs=self.num_envs, num_steps=self.num_steps, total_steps=self.total_steps,
-            num_epochs=self.num_epochs, num_minibatches=self.num_minibatches,
-            gamma=self.gamma, lam=self.lam, learning_rate=self.learning_rate,
-            anneal_lr=self.anneal_lr, max_grad_norm=self.max_grad_norm,
-            clip_epsilon=self.clip_epsilon, value_coef=self.value_coef,
-            entropy_coef=self.entropy_coef,
-            value_clip=self.value_clip if self.value_clip > 0 else None,
-        )
+        return train_config_from(self)
 
     def hparams(self) -> dict[str, float]:
         """``{field: value}`` of the ``TRACED`` fields: this config's row of a grid."""

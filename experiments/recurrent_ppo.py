@@ -55,7 +55,7 @@ from rljax.policies.recurrent import gru_actor_critic
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import Sweep
-from rljax.training.ppo import PPOTrainConfig, make_ppo_train
+from rljax.training.ppo import PPOTrainConfig, make_ppo_train, train_config_from
 from rljax.training.recurrent_ppo import make_recurrent_ppo_train
 
 NAME = "recurrent-ppo"
@@ -102,14 +102,7 @@ class Config:
 
     def train_config(self) -> PPOTrainConfig:
         """The trainers' config (the same for both arms)."""
-        return PPOTrainConfig(
-            num_envs=self.num_envs, num_steps=self.num_steps, total_steps=self.total_steps,
-            num_epochs=self.num_epochs, num_minibatches=self.num_minibatches,
-            gamma=self.gamma, lam=self.lam, learning_rate=self.learning_rate,
-            anneal_lr=self.anneal_lr, max_grad_norm=self.max_grad_norm,
-            clip_epsilon=self.clip_epsilon, value_coef=self.value_coef,
-            entropy_coef=self.entropy_coef,
-            value_clip=self.value_clip if self.value_clip > 0 else None)
+        return train_config_from(self)
 
     @property
     def num_updates(self) -> int:

@@ -11,6 +11,7 @@ from rljax.training.ppo import (
     make_ppo_chunks,
     make_ppo_train,
     ppo_optimizer,
+    train_config_from,
 )
 from rljax.training.recurrent_ppo import (
     SequenceObs,
@@ -26,6 +27,7 @@ __all__ = [
     "make_ppo_train",
     "make_ppo_chunks",
     "ppo_optimizer",
+    "train_config_from",
     "make_recurrent_ppo_train",
     "recurrent_ppo_first_batch",
     "SequenceObs",

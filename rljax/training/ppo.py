@@ -103,6 +103,22 @@ class PPOTrainConfig(NamedTuple):
         return self.total_steps // self.batch_size
 
 
+#: The :class:`PPOTrainConfig` fields :func:`train_config_from` copies.
+_COPIED_FIELDS = ("num_envs", "num_steps", "total_steps", "num_epochs", "num_minibatches",
+                  "gamma", "lam", "learning_rate", "anneal_lr", "max_grad_norm",
+                  "clip_epsilon", "value_coef", "entropy_coef")
+
+
+def train_config_from(fields: Any) -> PPOTrainConfig:
+    """A :class:`PPOTrainConfig` from an object with the same-named attributes (a study's
+    frozen ``Config``): every field of ``_COPIED_FIELDS``, and ``value_clip`` with ``<= 0``
+    meaning value clipping off (``None``); the others keep their defaults. Python values
+    only (no arrays)."""
+    values = {name: getattr(fields, name) for name in _COPIED_FIELDS}
+    value_clip = fields.value_clip
+    return PPOTrainConfig(**values, value_clip=value_clip if value_clip > 0 else None)
+
+
 def check_train_config(config: PPOTrainConfig) -> None:
     """Raise a one-line ``ValueError`` naming the first invalid field of ``config``."""
     for name in ("num_envs", "num_steps", "total_steps", "num_epochs", "num_minibatches"):
