@@ -295,16 +295,27 @@ def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], di
       first chunk, timed with the compilation, nor work read back on ``--resume``),
       ``num_devices`` and ``programs`` (one per compiled program).
     """
+    return run_chunked_groups(
+        configs, Config.TRACED, desc,
+        lambda first, train_config: make_ppo_chunks(
+            CartPole(), mlp_actor_critic(2, (first.hidden_size, first.hidden_size)),
+            train_config, updates_per_chunk=first.chunk_updates, log_every=first.log_every))
+
+
+def run_chunked_groups(configs: list[Any], traced: tuple[str, ...], desc: str,
+                       make_chunks: Any) -> tuple[list[dict], dict]:
+    """The loop behind a PPO study's ``run_configs`` (this study's and ``ppo``'s): one
+    :class:`ChunkedSweep` per distinct setting of the untraced fields
+    (``rljax.grid.split_structural``), ``make_chunks(first_config, train_config) ->
+    PPOChunks`` building its program. Returns ``(runs, timing)`` as
+    :func:`run_configs` documents (logs ``[S, R_c]`` per config)."""
     runs: list[dict | None] = [None] * len(configs)
     timing: dict[str, Any] = {"compile_seconds": 0.0, "run_seconds": 0.0, "timed_steps": 0.0,
                               "num_devices": 1, "programs": []}
-    for group in split_structural(configs, Config.TRACED):
+    for group in split_structural(configs, traced):
         first = configs[int(group.config_ids[0])]
         train_config = first.train_config()
-        network = mlp_actor_critic(2, (first.hidden_size, first.hidden_size))
-        chunks = make_ppo_chunks(CartPole(), network, train_config,
-                                 updates_per_chunk=first.chunk_updates,
-                                 log_every=first.log_every)
+        chunks = make_chunks(first, train_config)
         sweep = ChunkedSweep(chunks.init, chunks.advance, chunks.finish,
                              num_chunks=chunks.num_chunks, base_seed=first.base_seed,
                              block_size=first.block_size)

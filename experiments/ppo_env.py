@@ -48,17 +48,20 @@ import jax
 import numpy as np
 import pandas as pd
 
-from experiments.ppo_cartpole import binned_returns, final_returns, results_table
+from experiments.ppo_cartpole import (
+    binned_returns,
+    final_returns,
+    results_table,
+    run_chunked_groups,
+)
 from experiments.ppo_env_configs import PRESET_FIELDS, PRESET_NAMES, Preset, preset_for
 from rljax import io, stats
 from rljax.config import ConfigError, require_choice, require_float, require_int
-from rljax.grid import Grid, grid_columns, split_structural
-from rljax.nonfinite import NONFINITE_STEP
+from rljax.grid import Grid, grid_columns
 from rljax.policies import actor_critic_for
 from rljax.policies.mlp import ACTIVATIONS
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
-from rljax.sweep import ChunkedSweep
 from rljax.training.ppo import ENV_AXIS, PPOTrainConfig, make_ppo_chunks, train_config_from
 
 NAME = "ppo"
@@ -363,37 +366,12 @@ def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], di
       (env steps the run time covers: not the first chunk, timed with the compile),
       ``num_devices`` and ``programs``.
     """
-    runs: list[dict | None] = [None] * len(configs)
-    timing: dict[str, Any] = {"compile_seconds": 0.0, "run_seconds": 0.0, "timed_steps": 0.0,
-                              "num_devices": 1, "programs": []}
-    for group in split_structural(configs, Config.TRACED):
-        first = configs[int(group.config_ids[0])]
-        train_config = first.train_config()
+    def make_chunks(first: Config, train_config: PPOTrainConfig):
         env = make_env(first)
-        chunks = make_ppo_chunks(env, make_network(env, first), train_config,
-                                 updates_per_chunk=first.chunk_size, log_every=first.log_every)
-        sweep = ChunkedSweep(chunks.init, chunks.advance, chunks.finish,
-                             num_chunks=chunks.num_chunks, base_seed=first.base_seed,
-                             block_size=first.block_size)
-        name = desc + "".join(f"-{k}={v}" for k, v in group.structural.items())
-        result = sweep.run(first.seeds, configs=group.table, desc=name)
-        for j, c in enumerate(group.config_ids):
-            # [K, S, chunks, rows per chunk] -> [S, R] rows of log_every updates, in order
-            runs[int(c)] = {
-                "logs": {k: np.asarray(v[j]).reshape(first.seeds, first.num_rows)
-                         for k, v in result.outputs["logs"].items()},
-                "first_nonfinite": np.asarray(result.outputs["final"][NONFINITE_STEP][j]),
-            }
-        steps_per_seed = train_config.num_updates * train_config.batch_size
-        timing["compile_seconds"] += result.compile_seconds
-        timing["run_seconds"] += result.run_seconds
-        timing["timed_steps"] += (len(group.table) * first.seeds * steps_per_seed
-                                  * result.timed_fraction)
-        timing["num_devices"] = result.num_devices
-        timing["programs"].append({"structural": dict(group.structural),
-                                   "configs": len(group.table),
-                                   "compile_seconds": float(result.compile_seconds)})
-    return runs, timing
+        return make_ppo_chunks(env, make_network(env, first), train_config,
+                               updates_per_chunk=first.chunk_size, log_every=first.log_every)
+
+    return run_chunked_groups(configs, Config.TRACED, desc, make_chunks)
 
 
 def _final_interval(config: Config, logs: dict[str, np.ndarray], key: jax.Array):
