@@ -308,7 +308,8 @@ def run_chunked_groups(configs: list[Any], traced: tuple[str, ...], desc: str,
     :class:`ChunkedSweep` per distinct setting of the untraced fields
     (``rljax.grid.split_structural``), ``make_chunks(first_config, train_config) ->
     PPOChunks`` building its program. Returns ``(runs, timing)`` as
-    :func:`run_configs` documents (logs ``[S, R_c]`` per config)."""
+    :func:`run_configs` documents (logs ``[S, R_c]`` per config), plus ``final``: the
+    other outputs of ``finish`` per config, ``[S, ...]``."""
     runs: list[dict | None] = [None] * len(configs)
     timing: dict[str, Any] = {"compile_seconds": 0.0, "run_seconds": 0.0, "timed_steps": 0.0,
                               "num_devices": 1, "programs": []}
@@ -327,6 +328,9 @@ def run_chunked_groups(configs: list[Any], traced: tuple[str, ...], desc: str,
                 "logs": {k: np.asarray(v[j]).reshape(first.seeds, first.num_rows)
                          for k, v in result.outputs["logs"].items()},
                 "first_nonfinite": np.asarray(result.outputs["final"][NONFINITE_STEP][j]),
+                # anything else ``finish`` returns (e.g. test-rollout returns [S, E])
+                "final": {k: np.asarray(v[j]) for k, v in result.outputs["final"].items()
+                          if k != NONFINITE_STEP},
             }
         steps_per_seed = train_config.num_updates * train_config.batch_size
         timing["compile_seconds"] += result.compile_seconds

@@ -158,6 +158,9 @@ class Config:
     log_every: int = 1
     curve_points: int = 50  # capped at the logged rows
     final_updates: int = 0  # 0: auto, the last 2 % of updates
+    # test episodes per seed after training, from reset, sampled and greedy (0: none);
+    # gymnax-blines' published returns are the sampled kind (164 test rollouts)
+    eval_episodes: int = 64
     bootstrap_reps: int = 2000
     confidence: float = 0.95
 
@@ -262,6 +265,7 @@ class Config:
                               f"got {self.log_every}")
         require_int("curve_points", self.curve_points, 1)
         require_int("final_updates", self.final_updates, 0)
+        require_int("eval_episodes", self.eval_episodes, 0, 2**16)
         if self.final_size > self.num_updates or self.final_size % self.log_every:
             raise ConfigError(f"final_updates: must be a multiple of log_every = "
                               f"{self.log_every} and <= the number of updates "
@@ -369,7 +373,8 @@ def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], di
     def make_chunks(first: Config, train_config: PPOTrainConfig):
         env = make_env(first)
         return make_ppo_chunks(env, make_network(env, first), train_config,
-                               updates_per_chunk=first.chunk_size, log_every=first.log_every)
+                               updates_per_chunk=first.chunk_size, log_every=first.log_every,
+                               eval_episodes=first.eval_episodes)
 
     return run_chunked_groups(configs, Config.TRACED, desc, make_chunks)
 
@@ -381,6 +386,29 @@ def _final_interval(config: Config, logs: dict[str, np.ndarray], key: jax.Array)
     ci = (reported_interval("iqm", final_ok, key=key, reps=config.bootstrap_reps,
                             confidence=config.confidence) if final_ok.size else None)
     return final, final_ok, ci
+
+
+def _eval_record(config: Config, final: dict[str, np.ndarray], key: jax.Array,
+                 published: float | None) -> dict[str, Any]:
+    """Test-rollout figures: per seed the mean return of ``eval_episodes`` fresh episodes
+    (sampled actions, and the mode), IQM over seeds with its interval."""
+    if not config.eval_episodes:
+        return {"eval_episodes": 0}
+    record: dict[str, Any] = {"eval_episodes": config.eval_episodes}
+    for mode, k in zip(("sampled", "mode"), jax.random.split(key), strict=True):
+        per_seed = np.asarray(final[f"eval_return_{mode}"], np.float64).mean(axis=1)
+        finished = float(np.mean(final[f"eval_finished_{mode}"]))
+        ci = reported_interval("iqm", per_seed, key=k, reps=config.bootstrap_reps,
+                               confidence=config.confidence)
+        record.update({
+            f"eval_return_{mode}_iqm": float(ci.point),
+            f"eval_return_{mode}_ci": [float(ci.low), float(ci.high)],
+            f"eval_returns_{mode}": per_seed.tolist(),
+            f"eval_finished_fraction_{mode}": finished,
+            f"published_within_eval_{mode}_ci": (bool(ci.low <= published <= ci.high)
+                                                 if published is not None else None),
+        })
+    return record
 
 
 def _env_record(config: Config) -> dict[str, Any]:
@@ -444,7 +472,7 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
     steps_per_row = config.log_every * train_config.batch_size
     timed_steps = timing["timed_steps"]
 
-    curve_key, final_key = jax.random.split(jax.random.key(config.base_seed + 1))
+    curve_key, final_key, eval_key = jax.random.split(jax.random.key(config.base_seed + 1), 3)
     points = config.curve_size
     curve = binned_returns(logs["return_sum"], logs["episodes"], points)
     edges = np.linspace(0, config.num_rows, points + 1).round().astype(int)
@@ -499,6 +527,7 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
         "nonfinite_seeds": int(np.sum(first_nonfinite >= 0)),
         "first_nonfinite_update": {str(s): int(u) for s, u in enumerate(first_nonfinite)
                                    if u >= 0},
+        **_eval_record(config, only["final"], eval_key, published),
     }
     io.write_parquet(out_dir / "results.parquet",
                      results_table(logs, train_config.batch_size, config.log_every))
@@ -599,6 +628,11 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
                f"{format_number(summary['final_return_median'])}"
                + (f"; published {published:g} ({summary['published_return_source']})"
                   if published is not None else "")),
+        *[Figure(f"test return, {label} (IQM over seeds)", summary[f"eval_return_{mode}_iqm"],
+                 *summary[f"eval_return_{mode}_ci"],
+                 f"{summary['eval_episodes']} fresh episodes per seed after training")
+          for mode, label in (("sampled", "sampled actions"), ("mode", "greedy actions"))
+          if summary.get("eval_episodes")],
         Figure("env steps per second (training included)", summary["env_steps_per_second"],
                note=f"{config.seeds} seeds, block {config.block_size}; compile "
                     f"{summary['compile_seconds']:.1f} s separately"),
@@ -649,7 +683,13 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         f"{config.log_every} update(s) only the sum and count of the returns of the episodes "
         "that finished in it leave the program (un-normalised rewards). Final return per "
         f"seed: the mean return of the episodes finished in the last {config.final_size} "
-        "updates (the policy's own samples, as in training). IQM = mean of the middle 50 % "
+        "updates (the policy's own samples, as in training). "
+        + (f"Test return per seed: the mean return of {summary['eval_episodes']} fresh "
+           "episodes from reset with the final parameters, actions sampled (as "
+           "gymnax-blines' published returns) or greedy (the mode), raw rewards "
+           "(`rljax.training.evaluation.evaluate_policy`). "
+           if summary.get("eval_episodes") else "")
+        + "IQM = mean of the middle 50 % "
         f"of seeds; the interval: {summary['final_return_interval_note']} "
         "(`rljax.stats.reported.reported_interval`). The curve bins the logged rows into "
         f"{len(summary['curve_env_steps'])} equal runs with a pointwise band of "
@@ -676,6 +716,17 @@ def reading(summary: dict[str, Any], config: Config) -> str:
                  "above" if published > high else "below")
         text += (f"; the published figure for this configuration, {published:g} "
                  f"({summary['published_return_source']}), is {where} the interval")
+    if summary.get("eval_episodes"):
+        e_low, e_high = summary["eval_return_sampled_ci"]
+        text += (f". On {summary['eval_episodes']} fresh test episodes per seed after "
+                 "training, the IQM return is "
+                 f"{format_number(summary['eval_return_sampled_iqm'])} [{format_number(e_low)}, "
+                 f"{format_number(e_high)}] sampling actions and "
+                 f"{format_number(summary['eval_return_mode_iqm'])} acting greedily")
+        if published is not None:
+            where = ("inside" if summary["published_within_eval_sampled_ci"] else
+                     "above" if published > e_high else "below")
+            text += f"; the published figure is {where} the sampled test-return interval"
     text += (f". Training ran at {format_number(summary['env_steps_per_second'])} environment "
              "steps per second including the PPO updates.")
     if summary["nonfinite_seeds"]:

@@ -6,40 +6,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.stats
-from flax import struct
+from helpers.force_echo import PointMass
 
 from rljax.algorithms import PPOBatch, ppo
-from rljax.envs import Box, CartPole, Environment, from_gymnax
+from rljax.envs import CartPole, from_gymnax
 from rljax.policies import mlp_actor_critic, mlp_gaussian_actor_critic
 from rljax.training import PPOTrainConfig, make_ppo_train
 from rljax.training.ppo import policy_step
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@struct.dataclass
-class PointState:
-    position: jax.Array
-    time: jax.Array
-
-
-class PointMass(Environment):
-    """1-D point moved by a force in ``Box(-0.1, 0.1, (1,))``; the reward is the force the
-    env received (so a test can see what reached the env step); 6-step episodes."""
-
-    def action_space(self, params=None):
-        return Box(-0.1, 0.1, (1,))
-
-    def reset_env(self, key, params):
-        position = jax.random.uniform(key, (1,), minval=-1.0, maxval=1.0)
-        return position, PointState(position, jnp.int32(0))
-
-    def step_env(self, key, state, action, params):
-        position = state.position + action
-        time = state.time + 1
-        obs = position
-        return (obs, PointState(position, time), jnp.sum(action), jnp.bool_(False),
-                time >= 6, {"final_obs": obs})
 
 
 def _numpy_ppo_loss(mean, log_std, values, batch, clip, value_coef, entropy_coef):

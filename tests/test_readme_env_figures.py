@@ -32,6 +32,13 @@ def _study(name: str, digits: int) -> str:
     return _ci(s["final_return_iqm"], *s["final_return_ci"], digits)
 
 
+def _eval(name: str, digits: int) -> list[str]:
+    """The test-rollout figures (sampled, greedy) of a study run with ``eval_episodes``."""
+    s = _load(name)
+    return [_ci(s[f"eval_return_{m}_iqm"], *s[f"eval_return_{m}_ci"], digits)
+            for m in ("sampled", "mode")]
+
+
 def _bench(name: str) -> list[str]:
     s = _load(name)
     ratios = " / ".join(f"{size['ratio']:.2f}" for size in s["sizes"])
@@ -51,9 +58,11 @@ def _recurrent() -> list[str]:
 
 
 EXPECTED = {
-    "ppo Pendulum-v1 (gymnax-blines)": [_study("ppo_env_Pendulum-v1.json", 0)],
+    "ppo Pendulum-v1 (gymnax-blines)": [_study("ppo_env_Pendulum-v1.json", 0),
+                                        *_eval("ppo_env_Pendulum-v1.json", 0)],
     "ppo Pendulum-v1 (normalize_rewards)": [
-        _study("ppo_env_Pendulum-v1_normalize_rewards.json", 0)],
+        _study("ppo_env_Pendulum-v1_normalize_rewards.json", 0),
+        *_eval("ppo_env_Pendulum-v1_normalize_rewards.json", 0)],
     "ppo Breakout-MinAtar (rejax)": [_study("ppo_env_Breakout-MinAtar.json", 2)],
     "bench ppo Pendulum-v1": _bench("bench_ppo_Pendulum-v1.json"),
     "bench ppo Breakout-MinAtar": _bench("bench_ppo_Breakout-MinAtar.json"),

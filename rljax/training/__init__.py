@@ -1,7 +1,9 @@
 """The trainers that drive the transforms of :mod:`rljax.algorithms`: PPO over
 environments (:mod:`rljax.training.ppo`, discrete and continuous actions) and the
-language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO)."""
+language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO); test-rollout
+evaluation of a trained actor-critic (:mod:`rljax.training.evaluation`)."""
 
+from rljax.training.evaluation import Evaluation, evaluate_policy
 from rljax.training.lm import LMTrainConfig, make_lm_trainer
 from rljax.training.ppo import (
     ENV_AXIS,
@@ -33,4 +35,6 @@ __all__ = [
     "SequenceObs",
     "LMTrainConfig",
     "make_lm_trainer",
+    "Evaluation",
+    "evaluate_policy",
 ]

@@ -50,6 +50,7 @@ from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space
 from rljax.envs.wrappers import ENV_AXIS
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.policies.distributions import ActionDistribution, categorical, check_supports
+from rljax.training.evaluation import episode_limit, evaluate_policy
 from rljax.types import Array, Params, PRNGKey
 
 
@@ -343,6 +344,8 @@ def make_ppo_chunks(
     updates_per_chunk: int,
     log_every: int = 1,
     init_params: Callable[[PRNGKey, Array], Params] | None = None,
+    eval_episodes: int = 0,
+    eval_max_steps: int | None = None,
 ) -> PPOChunks:
     """:func:`make_ppo_train`'s run in ``U / updates_per_chunk`` chunks, logged every
     ``log_every`` updates.
@@ -363,13 +366,20 @@ def make_ppo_chunks(
       updates_per_chunk: C updates per ``advance`` call; must divide
         ``config.num_updates``.
       log_every: W updates per logged row; must divide ``updates_per_chunk``.
+      eval_episodes: E >= 0 test episodes ``finish`` runs with the final parameters
+        (:func:`rljax.training.evaluation.evaluate_policy`, once sampling and once with
+        the mode; key ``fold_in(run_key, U)``, one past the last update's); 0: none.
+      eval_max_steps: steps per test episode at most (default: the env's
+        ``max_steps_in_episode``).
 
     Returns:
       :class:`PPOChunks` ``(init, advance, finish, num_chunks)``, one seed each:
       ``init(key, hparams=None) -> PPOChunkState``; ``advance(state, hparams=None) ->
       (state, logs)`` with logs of ``[C / W]`` arrays under ``make_ppo_train``'s log keys
       (``episodes`` int32); ``finish(state, hparams=None) -> {NONFINITE_STEP: int32 []}``
-      (first non-finite update, ``-1`` if none); ``num_chunks = U / C``. ``hparams`` (the
+      (first non-finite update, ``-1`` if none), plus, when ``eval_episodes > 0``,
+      float32 ``[E]`` ``eval_return_sampled`` / ``eval_return_mode`` and bool ``[E]``
+      ``eval_finished_sampled`` / ``eval_finished_mode``; ``num_chunks = U / C``. ``hparams`` (the
       same in every call of a run, e.g. :class:`rljax.sweep.ChunkedSweep` with
       ``configs``) is read as in :func:`make_ppo_train`, so ``init(key, hp)`` then the
       chunks run bitwise what ``make_ppo_train(...)(key, hp)`` runs.
@@ -388,6 +398,16 @@ def make_ppo_chunks(
             raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
         if whole % value:
             raise ValueError(f"{name}: must divide {what} ({whole}), got {value}")
+    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
+        raise ValueError(f"eval_episodes: must be an integer >= 0, got {eval_episodes!r}")
+    if eval_episodes:
+        eval_params = env.default_params if env_params is None else env_params
+        if eval_max_steps is None:
+            eval_max_steps = episode_limit(env, eval_params)
+        elif (isinstance(eval_max_steps, bool) or not isinstance(eval_max_steps, int)
+              or eval_max_steps < 1):
+            raise ValueError(f"eval_max_steps: must be an integer >= 1, got "
+                             f"{eval_max_steps!r}")
     start, run_updates = _ppo_program(env, actor_critic, config, env_params, init_params)
 
     def init(key: PRNGKey, hparams: Mapping[str, Array] | None = None) -> PPOChunkState:
@@ -411,7 +431,17 @@ def make_ppo_chunks(
     def finish(state: PPOChunkState,
                hparams: Mapping[str, Array] | None = None) -> dict[str, Array]:
         check_hparams(config, hparams)
-        return {NONFINITE_STEP: state.nonfinite_step}
+        out = {NONFINITE_STEP: state.nonfinite_step}
+        if eval_episodes:
+            key = jax.random.fold_in(state.run_key, num_updates)
+            for mode in ("sampled", "mode"):
+                result = evaluate_policy(
+                    env, actor_critic, state.carry.params, key, num_episodes=eval_episodes,
+                    max_steps=eval_max_steps, deterministic=mode == "mode",
+                    env_params=env_params, trained_env_state=state.carry.env_state)
+                out[f"eval_return_{mode}"] = result.returns
+                out[f"eval_finished_{mode}"] = result.finished
+        return out
 
     return PPOChunks(init, advance, finish, num_updates // updates_per_chunk)
 
