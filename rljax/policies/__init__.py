@@ -1,5 +1,6 @@
 """Policies as pure ``init(key, obs) -> params`` / ``apply(params, obs) -> logits`` pairs."""
 
+from rljax.policies.decoder import Decoder, DecoderConfig
 from rljax.policies.distributions import (
     ActionDistribution,
     categorical,
@@ -12,6 +13,11 @@ from rljax.policies.equation import (
     heuristic_value,
     masked_policy,
     uniform_prior,
+)
+from rljax.policies.hf_checkpoint import (
+    load_hf_checkpoint,
+    load_hf_tokenizer,
+    save_hf_checkpoint,
 )
 from rljax.policies.lm import Completion, KVCache, LMConfig, TinyLM
 from rljax.policies.mlp import (
@@ -63,4 +69,10 @@ __all__ = [
     "TinyLM",
     "Completion",
     "KVCache",
+    "DecoderConfig",
+    "Decoder",
+    # Hugging Face-layout checkpoints and tokenizers
+    "load_hf_checkpoint",
+    "save_hf_checkpoint",
+    "load_hf_tokenizer",
 ]

@@ -14,63 +14,34 @@ draws, no decomposition (a vmapped orthogonal init can hang a 2-core CPU, DESIGN
 ``jax.vmap(lm.init)(keys)`` is safe. Position embeddings are learned, one per slot of
 ``context_length``.
 
-Padding and positions. ``mask`` is 1 on real tokens. A pad token is never attended to as
-a key (it still attends to itself, so no attention row is empty), and the position of
-every token is ``clip(cumsum(mask) - 1, 0)``: left padding moves neither the positions nor
-the attention of the real tokens, so a prompt gives the same logits at any padding.
-
-Layout (:mod:`rljax.tokenizer`): a prompt ``[B, P]`` is ``[BOS, chars]`` **left**-padded,
-so every prompt ends at column ``P - 1``; a completion ``[B, N]`` is ``[chars, EOS]``
-**right**-padded. Scoring concatenates them to ``[B, P + N]``, and completion token ``t``
-is predicted by the output at column ``P - 1 + t``. ``P + N <= context_length``.
-
-KV cache (:class:`KVCache`), for ``L`` layers, ``H`` heads of ``Dh = W / H``, capacity
-``C = context_length``:
-
-* ``keys``, ``values``: ``[L, B, C, H, Dh]``; slot ``s`` holds the key/value of the token
-  written at column ``s`` (the prompt fills slots ``0 .. P - 1``, decoded tokens follow);
-* ``valid``: bool ``[B, C]``, True where the slot holds a token to attend to (a real prompt
-  token, or any decoded token); empty and pad slots are False;
-* ``index``: int32 ``[]``, the next slot to write (the same for every row);
-* ``positions``: int32 ``[B]``, the position id of the next token (``sum(prompt_mask)``
-  after prefill, then + 1 per decoded token).
-
-Sampling vs scoring. :meth:`TinyLM.generate` draws all its noise in one generator call
-(``u = uniform(key, [B, N])``) and samples token ``t`` by inverse CDF from ``u[:, t]``
-inside a ``lax.scan``; its ``log_probs`` are under the **sampling** distribution
-(temperature and top-k applied; 0 for greedy, a point mass). :meth:`completion_log_probs`
-scores a completion at **temperature 1** with one full forward, the quantity policy
-gradients need; the two agree when sampling at temperature 1 without top-k.
+Padding, positions, the prompt / completion layout, the KV cache (:class:`KVCache`, here
+``[L, B, C, H, Dh]`` with ``Dh = W / H`` and ``C = context_length``) and sampling vs
+scoring are shared with :class:`~rljax.policies.decoder.Decoder` and described in
+:mod:`rljax.policies.lm_common`, which holds the model-agnostic methods (:class:`CausalLM`).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
-from typing import Any
 
-import chex
-import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import linen as nn
-from flax import struct
 
-from rljax.policies.sampling import (
-    MASKED_LOGIT,
-    categorical_from_uniform,
-    categorical_log_prob,
+from rljax.policies.lm_common import (
+    CachedTransformer,
+    CausalLM,
+    Completion,
+    KVCache,
+    attention,
+    is_int,
+    num_parameters,
 )
-from rljax.tokenizer import EOS_ID, NUM_SPECIAL, PAD_ID, CharTokenizer
-from rljax.types import Array, Params, PRNGKey
+from rljax.tokenizer import NUM_SPECIAL, CharTokenizer
+from rljax.types import Array
 
 INIT_STDDEV = 0.02
 LAYER_NORM_EPSILON = 1e-5
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)
@@ -101,7 +72,7 @@ class LMConfig:
                     "width": 1, "num_heads": 1, "mlp_ratio": 1}
         for name, minimum in minimums.items():
             value = getattr(self, name)
-            if not _is_int(value) or value < minimum:
+            if not is_int(value) or value < minimum:
                 raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
         if self.width % self.num_heads:
             raise ValueError(f"width: must be divisible by num_heads={self.num_heads}, got "
@@ -113,60 +84,6 @@ class LMConfig:
     def head_dim(self) -> int:
         """Dh = W / H."""
         return self.width // self.num_heads
-
-
-@struct.dataclass
-class Completion:
-    """Sampled completions.
-
-    Attributes:
-      tokens: int32 ``[B, N]`` sampled tokens; PAD after the first EOS.
-      mask: int32 ``[B, N]``, 1 up to and including the first EOS, 0 after.
-      log_probs: float32 ``[B, N]`` log-probability of each token under the sampling
-        distribution (temperature and top-k applied; 0 when greedy, a point mass); 0 where
-        ``mask == 0``.
-    """
-
-    tokens: Array
-    mask: Array
-    log_probs: Array
-
-
-@struct.dataclass
-class KVCache:
-    """Keys and values of the tokens seen so far (layout in the module docstring).
-
-    Attributes:
-      keys: float32 ``[L, B, C, H, Dh]``.
-      values: float32 ``[L, B, C, H, Dh]``.
-      valid: bool ``[B, C]``, True where the slot holds a token to attend to.
-      index: int32 ``[]``, the next slot to write.
-      positions: int32 ``[B]``, the position id of the next token.
-    """
-
-    keys: Array
-    values: Array
-    valid: Array
-    index: Array
-    positions: Array
-
-
-def _attention(q: Array, keys: Array, values: Array, attend: Array) -> Array:
-    """``softmax(q k^T / sqrt(Dh) + mask) v`` per head.
-
-    Args:
-      q: ``[B, T, H, Dh]`` queries.
-      keys, values: ``[B, S, H, Dh]``.
-      attend: bool ``[B, T, S]``, True where query ``t`` may read key ``s``.
-
-    Returns:
-      ``[B, T, H * Dh]``.
-    """
-    b, t, h, dh = q.shape
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, keys) / math.sqrt(dh)
-    scores = jnp.where(attend[:, None], scores, MASKED_LOGIT)
-    weights = jax.nn.softmax(scores, axis=-1)
-    return jnp.einsum("bhqk,bkhd->bqhd", weights, values).reshape(b, t, h * dh)
 
 
 class _Block(nn.Module):
@@ -185,8 +102,9 @@ class _Block(nn.Module):
         self.mlp_in = nn.Dense(c.mlp_ratio * c.width, kernel_init=normal)
         self.mlp_out = nn.Dense(c.width, kernel_init=residual)
 
-    def project(self, x: Array) -> tuple[Array, Array, Array]:
-        """``x [B, T, W] -> q, k, v [B, T, H, Dh]``."""
+    def project(self, x: Array, positions: Array) -> tuple[Array, Array, Array]:
+        """``x [B, T, W] -> q, k, v [B, T, H, Dh]`` (``positions`` unused: learned
+        position embeddings are added at the input)."""
         b, t, _ = x.shape
         qkv = self.qkv(self.attention_norm(x))
         qkv = qkv.reshape(b, t, 3, self.config.num_heads, self.config.head_dim)
@@ -194,11 +112,11 @@ class _Block(nn.Module):
 
     def finish(self, x: Array, q: Array, keys: Array, values: Array, attend: Array) -> Array:
         """The residual updates of the block given its queries and the keys to read."""
-        x = x + self.attention_out(_attention(q, keys, values, attend))
+        x = x + self.attention_out(attention(q, keys, values, attend))
         return x + self.mlp_out(nn.gelu(self.mlp_in(self.mlp_norm(x))))
 
 
-class _Transformer(nn.Module):
+class _Transformer(CachedTransformer):
     config: LMConfig
 
     def setup(self):
@@ -211,61 +129,28 @@ class _Transformer(nn.Module):
         self.final_norm = nn.LayerNorm(epsilon=LAYER_NORM_EPSILON)
         self.head = nn.Dense(1 if c.value_head else c.vocab_size, kernel_init=normal)
 
-    def _embed(self, tokens: Array, positions: Array) -> Array:
+    def embed(self, tokens: Array, positions: Array) -> Array:
+        """``E_tok[tokens] + E_pos[positions]``: ``[B, T] -> [B, T, W]``."""
         return self.token_embed(tokens) + jnp.take(self.position_embed, positions, axis=0)
 
-    def __call__(self, tokens: Array, positions: Array, attend: Array
-                 ) -> tuple[Array, Array, Array]:
-        """Full forward: ``[B, T]`` -> (head ``[B, T, V or 1]``, keys, values
-        ``[L, B, T, H, Dh]``)."""
-        x = self._embed(tokens, positions)
-        all_keys, all_values = [], []
-        for block in self.blocks:
-            q, k, v = block.project(x)
-            x = block.finish(x, q, k, v, attend)
-            all_keys.append(k)
-            all_values.append(v)
-        return self.head(self.final_norm(x)), jnp.stack(all_keys), jnp.stack(all_values)
+    def stack(self) -> list[_Block]:
+        """The blocks, in order."""
+        return self.blocks
 
-    def decode(self, tokens: Array, positions: Array, cache: KVCache
-               ) -> tuple[Array, Array, Array, Array]:
-        """One token per row against the cache: ``[B, 1]`` -> (head ``[B, 1, V or 1]``,
-        keys, values ``[L, B, C, H, Dh]``, valid ``[B, C]``) with the token written at
-        ``cache.index``."""
-        x = self._embed(tokens, positions)
-        valid = jax.lax.dynamic_update_index_in_dim(
-            cache.valid, jnp.ones(tokens.shape, bool), cache.index, axis=1)
-        all_keys, all_values = [], []
-        for layer, block in enumerate(self.blocks):
-            q, k, v = block.project(x)
-            keys = jax.lax.dynamic_update_slice_in_dim(cache.keys[layer], k, cache.index, axis=1)
-            values = jax.lax.dynamic_update_slice_in_dim(cache.values[layer], v, cache.index,
-                                                         axis=1)
-            x = block.finish(x, q, keys, values, valid[:, None, :])
-            all_keys.append(keys)
-            all_values.append(values)
-        return (self.head(self.final_norm(x)), jnp.stack(all_keys), jnp.stack(all_values),
-                valid)
-
-
-def _positions(mask: Array) -> Array:
-    """``clip(cumsum(mask) - 1, 0)`` along the last axis, int32."""
-    return jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=-1) - 1, 0)
-
-
-def _full_attend(mask: Array) -> Array:
-    """bool ``[B, T, T]``: causal, and only real keys (each token also sees itself)."""
-    t = mask.shape[-1]
-    causal = jnp.tril(jnp.ones((t, t), bool))
-    return causal & (mask.astype(bool)[:, None, :] | jnp.eye(t, dtype=bool))
+    def output(self, x: Array) -> Array:
+        """``Dense(LN(x))``: ``[B, T, W] -> [B, T, V or 1]``."""
+        return self.head(self.final_norm(x))
 
 
 @dataclass(frozen=True)
-class TinyLM:
+class TinyLM(CausalLM):
     """A tiny causal transformer LM as pure functions of a parameter pytree.
 
     Hashable (a frozen dataclass), so it can be closed over by jitted functions, and every
-    method is pure: ``jax.vmap`` over a seed axis of ``params`` and keys works.
+    method is pure: ``jax.vmap`` over a seed axis of ``params`` and keys works. The methods
+    (``init``, ``logits``, ``apply``, ``values``, ``completion_log_probs``,
+    ``completion_values``, ``prefill``, ``decode_step``, ``generate``) are
+    :class:`~rljax.policies.lm_common.CausalLM`'s.
 
     Shapes: tokens are int ``[B, T]`` with a mask ``[B, T]`` (``T <= context_length``);
     :meth:`logits` gives float32 ``[B, T, V]`` (``V = vocab_size``), :meth:`values`
@@ -283,319 +168,9 @@ class TinyLM:
         self.config.validate()
 
     @property
-    def _module(self) -> _Transformer:
+    def module(self) -> _Transformer:
+        """The flax module."""
         return _Transformer(self.config)
-
-    # ----------------------------------------------------------------------------- checks
-
-    def _require(self, value_head: bool, what: str) -> None:
-        if self.config.value_head != value_head:
-            kind = "a value model (value_head=True)" if value_head else "a policy model " \
-                "(value_head=False)"
-            raise ValueError(f"value_head: {what} needs {kind}, got "
-                             f"value_head={self.config.value_head}")
-
-    def _check_tokens(self, tokens: Array, mask: Array, name: str) -> None:
-        chex.assert_rank([tokens, mask], 2)
-        chex.assert_equal_shape([tokens, mask])
-        chex.assert_type(tokens, int)
-        if tokens.shape[1] > self.config.context_length:
-            raise ValueError(f"{name}: length {tokens.shape[1]} exceeds context_length "
-                             f"{self.config.context_length}")
-
-    def _check_completion(self, prompt, prompt_mask, completion, completion_mask) -> None:
-        self._check_tokens(prompt, prompt_mask, "prompt")
-        self._check_tokens(completion, completion_mask, "completion")
-        chex.assert_equal_shape_prefix([prompt, completion], 1)
-        p, n = prompt.shape[1], completion.shape[1]
-        if p + n > self.config.context_length:
-            raise ValueError(f"completion: prompt length {p} + completion length {n} exceeds "
-                             f"context_length {self.config.context_length}")
-
-    # ---------------------------------------------------------------------------- forward
-
-    def init(self, key: PRNGKey) -> Params:
-        """Fresh parameters (normal draws only; vmap over keys for a seed axis).
-
-        ``key`` is a typed key ``[]``; vmapped over keys ``[S]``, every parameter leaf
-        gets a leading seed axis ``[S, ...]``. Runs as one compiled program (cached per
-        config), also when called eagerly."""
-        return _init_params(self, key)
-
-    def _forward(self, params: Params, tokens: Array, mask: Array) -> Array:
-        out, _, _ = self._module.apply(params, tokens, _positions(mask), _full_attend(mask))
-        return out
-
-    def logits(self, params: Params, tokens: Array, mask: Array) -> Array:
-        """Next-token logits at every column (one causal forward).
-
-        Args:
-          params: from :meth:`init`.
-          tokens: int ``[B, T]``, ``T <= context_length``.
-          mask: ``[B, T]``, 1 on real tokens, 0 on padding.
-
-        Returns:
-          float32 ``[B, T, V]``; column ``t`` predicts the token after column ``t``.
-        """
-        self._require(False, "logits")
-        self._check_tokens(tokens, mask, "tokens")
-        return self._forward(params, tokens, mask)
-
-    def values(self, params: Params, tokens: Array, mask: Array) -> Array:
-        """The value head at every column (a value model, ``config.value_head``).
-
-        Args:
-          params: from :meth:`init`.
-          tokens: int ``[B, T]``.
-          mask: ``[B, T]``, 1 on real tokens.
-
-        Returns:
-          float32 ``[B, T]``: the value of the state after reading columns ``0..t``.
-        """
-        self._require(True, "values")
-        self._check_tokens(tokens, mask, "tokens")
-        return self._forward(params, tokens, mask)[..., 0]
-
-    def completion_log_probs(self, params: Params, prompt: Array, prompt_mask: Array,
-                             completion: Array, completion_mask: Array) -> Array:
-        """``log pi(y_t | x, y_<t)`` at temperature 1 from one forward over ``[x, y]``.
-
-        Args:
-          params: from :meth:`init`.
-          prompt: int ``[B, P]`` left-padded prompts ``x``.
-          prompt_mask: ``[B, P]``.
-          completion: int ``[B, N]`` right-padded completions ``y``.
-          completion_mask: ``[B, N]``, 1 up to and including EOS.
-
-        Returns:
-          float32 ``[B, N]`` (the logits at column ``P - 1 + t`` scored at ``y_t``); 0 where
-          ``completion_mask == 0``.
-        """
-        self._require(False, "completion_log_probs")
-        self._check_completion(prompt, prompt_mask, completion, completion_mask)
-        p, n = prompt.shape[1], completion.shape[1]
-        tokens = jnp.concatenate([prompt, completion.astype(prompt.dtype)], axis=1)
-        mask = jnp.concatenate([prompt_mask.astype(jnp.int32),
-                                completion_mask.astype(jnp.int32)], axis=1)
-        logits = self._forward(params, tokens, mask)[:, p - 1 : p + n - 1]
-        log_probs = categorical_log_prob(logits, completion)
-        return jnp.where(completion_mask.astype(bool), log_probs, 0.0)
-
-    def completion_values(self, params: Params, prompt: Array, prompt_mask: Array,
-                          completion: Array, completion_mask: Array) -> Array:
-        """``V(x, y_<t)``, the value of the state before emitting ``y_t`` (value model).
-
-        Args:
-          params: from :meth:`init` of a ``value_head`` model.
-          prompt, prompt_mask: ``[B, P]``, as in :meth:`completion_log_probs`.
-          completion, completion_mask: ``[B, N]``.
-
-        Returns:
-          float32 ``[B, N]``: the head at column ``P - 1 + t``; 0 where the mask is 0.
-        """
-        self._require(True, "completion_values")
-        self._check_completion(prompt, prompt_mask, completion, completion_mask)
-        p, n = prompt.shape[1], completion.shape[1]
-        tokens = jnp.concatenate([prompt, completion.astype(prompt.dtype)], axis=1)
-        mask = jnp.concatenate([prompt_mask.astype(jnp.int32),
-                                completion_mask.astype(jnp.int32)], axis=1)
-        values = self._forward(params, tokens, mask)[:, p - 1 : p + n - 1, 0]
-        return jnp.where(completion_mask.astype(bool), values, 0.0)
-
-    # ------------------------------------------------------------------------ KV cache
-
-    def prefill(self, params: Params, prompt: Array, prompt_mask: Array
-                ) -> tuple[Array, KVCache]:
-        """Read the prompts into a cache of capacity ``context_length``.
-
-        Args:
-          params: from :meth:`init`.
-          prompt: int ``[B, P]`` left-padded prompts.
-          prompt_mask: ``[B, P]``.
-
-        Returns:
-          ``(logits [B, V] at column P - 1, cache)`` with ``cache.index == P``.
-        """
-        self._require(False, "prefill")
-        self._check_tokens(prompt, prompt_mask, "prompt")
-        c = self.config
-        b, p = prompt.shape
-        mask = prompt_mask.astype(jnp.int32)
-        logits, keys, values = self._module.apply(params, prompt, _positions(mask),
-                                                  _full_attend(mask))
-        shape = (c.num_layers, b, c.context_length, c.num_heads, c.head_dim)
-        cache = KVCache(
-            keys=jnp.zeros(shape, keys.dtype).at[:, :, :p].set(keys),
-            values=jnp.zeros(shape, values.dtype).at[:, :, :p].set(values),
-            valid=jnp.zeros((b, c.context_length), bool).at[:, :p].set(mask.astype(bool)),
-            index=jnp.asarray(p, jnp.int32),
-            positions=jnp.sum(mask, axis=1),
-        )
-        return logits[:, -1], cache
-
-    def decode_step(self, params: Params, token: Array, cache: KVCache
-                    ) -> tuple[Array, KVCache]:
-        """Append one token per row and return the next-token logits.
-
-        The token is written at slot ``cache.index`` and attended to (valid) whatever its
-        id. The caller keeps ``cache.index < context_length`` (:meth:`generate` does).
-
-        Args:
-          params: from :meth:`init`.
-          token: int ``[B]``.
-          cache: from :meth:`prefill` or a previous step.
-
-        Returns:
-          ``(logits [B, V], cache)`` with ``index`` and ``positions`` advanced by one.
-        """
-        self._require(False, "decode_step")
-        chex.assert_rank(token, 1)
-        chex.assert_type(token, int)
-        chex.assert_equal_shape([token, cache.positions])
-        logits, keys, values, valid = self._module.apply(
-            params, token[:, None], cache.positions[:, None], cache, method=_Transformer.decode)
-        cache = KVCache(keys=keys, values=values, valid=valid, index=cache.index + 1,
-                        positions=cache.positions + 1)
-        return logits[:, 0], cache
-
-    # -------------------------------------------------------------------------- sampling
-
-    def _check_generate(self, prompt_length: int, max_new_tokens: Any, temperature: Any,
-                        top_k: Any) -> None:
-        c = self.config
-        if prompt_length > c.context_length:
-            raise ValueError(f"prompt: length {prompt_length} exceeds context_length "
-                             f"{c.context_length}")
-        if not _is_int(max_new_tokens) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens: must be an integer >= 1, got {max_new_tokens!r}")
-        if prompt_length + max_new_tokens > c.context_length:
-            raise ValueError(f"max_new_tokens: prompt length {prompt_length} + max_new_tokens "
-                             f"{max_new_tokens} exceeds context_length {c.context_length}")
-        if isinstance(temperature, bool) or (
-                isinstance(temperature, (int, float)) and not temperature >= 0):
-            raise ValueError(f"temperature: must be a number >= 0, got {temperature!r}")
-        if not isinstance(temperature, (int, float)) and jnp.ndim(temperature) != 0:
-            raise ValueError(f"temperature: must be a scalar, got shape "
-                             f"{jnp.shape(temperature)}")
-        if top_k is not None and (not _is_int(top_k) or not 1 <= top_k <= c.vocab_size):
-            raise ValueError(f"top_k: must be None or an integer in [1, vocab_size="
-                             f"{c.vocab_size}], got {top_k!r}")
-
-    @staticmethod
-    def _sample(logits: Array, u: Array, done: Array, temperature: Any, top_k: int | None
-                ) -> tuple[Array, Array, Array, Array]:
-        """One token per row from ``[B, V]`` logits; rows already ``done`` emit PAD.
-
-        Returns:
-          ``(token, mask, log_prob, done)``, each ``[B]``.
-        """
-        greedy = isinstance(temperature, (int, float)) and temperature == 0
-        if greedy:
-            token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
-            log_prob = jnp.zeros(token.shape, logits.dtype)  # a point mass
-        else:
-            logits = logits / jnp.asarray(temperature, logits.dtype)
-            if top_k is not None and top_k < logits.shape[-1]:
-                kth = jax.lax.top_k(logits, top_k)[0][:, -1:]
-                logits = jnp.where(logits >= kth, logits, MASKED_LOGIT)
-            token = categorical_from_uniform(u, logits)
-            log_prob = categorical_log_prob(logits, token)
-        token = jnp.where(done, PAD_ID, token)
-        mask = (~done).astype(jnp.int32)
-        log_prob = jnp.where(done, 0.0, log_prob)
-        return token, mask, log_prob, done | (token == EOS_ID)
-
-    def generate(self, params: Params, prompt: Array, prompt_mask: Array, key: PRNGKey, *,
-                 max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 use_cache: bool = True) -> Completion:
-        """Sample ``max_new_tokens`` tokens after each prompt.
-
-        All noise comes from one call ``u = uniform(key, [B, N])``; token ``t`` is the
-        inverse-CDF draw from ``u[:, t]`` (:func:`categorical_from_uniform`) of the logits
-        divided by the temperature, then cut to the top k. The loop is a ``lax.scan``. With
-        ``use_cache=False`` each step recomputes the full forward over a ``[B, P + N]``
-        buffer and reads the current column: the same tokens, slower.
-
-        Args:
-          params: from :meth:`init`.
-          prompt: int ``[B, P]`` left-padded prompts (``[BOS, chars]``).
-          prompt_mask: ``[B, P]``.
-          key: PRNG key.
-          max_new_tokens: N >= 1, with ``P + N <= context_length``.
-          temperature: >= 0; 0 is greedy (argmax). A Python number, or a scalar array > 0
-            (e.g. swept under vmap; it then cannot select greedy).
-          top_k: keep only the ``k`` largest logits (ties at the k-th kept); None keeps all.
-          use_cache: decode with the KV cache (default) or by full recomputation.
-
-        Returns:
-          :class:`Completion` of ``[B, N]`` arrays.
-
-        Raises:
-          ValueError: one line naming ``prompt``, ``max_new_tokens``, ``temperature`` or
-            ``top_k`` when out of range (checked at trace time).
-        """
-        self._require(False, "generate")
-        if isinstance(temperature, np.generic):  # a numpy scalar is a Python number here
-            temperature = temperature.item()
-        chex.assert_rank([prompt, prompt_mask], 2)
-        chex.assert_equal_shape([prompt, prompt_mask])
-        chex.assert_type(prompt, int)
-        b, p = prompt.shape
-        self._check_generate(p, max_new_tokens, temperature, top_k)
-        n = max_new_tokens
-        prompt = prompt.astype(jnp.int32)
-        prompt_mask = prompt_mask.astype(jnp.int32)
-        u = jax.random.uniform(key, (b, n)).T  # [N, B]
-        done = jnp.zeros((b,), bool)
-
-        def sample(logits, u_t, done):
-            return self._sample(logits, u_t, done, temperature, top_k)
-
-        if use_cache:
-            logits, cache = self.prefill(params, prompt, prompt_mask)
-            token, mask, log_prob, done = sample(logits, u[0], done)
-
-            def cached_step(carry, u_t):
-                token, cache, done = carry
-                logits, cache = self.decode_step(params, token, cache)
-                token, mask, log_prob, done = sample(logits, u_t, done)
-                return (token, cache, done), (token, mask, log_prob)
-
-            _, (tokens, masks, log_probs) = jax.lax.scan(cached_step, (token, cache, done),
-                                                         u[1:])
-            tokens = jnp.concatenate([token[None], tokens])
-            masks = jnp.concatenate([mask[None], masks])
-            log_probs = jnp.concatenate([log_prob[None], log_probs])
-        else:
-            buffer = jnp.concatenate([prompt, jnp.zeros((b, n), jnp.int32)], axis=1)
-            buffer_mask = jnp.concatenate([prompt_mask, jnp.zeros((b, n), jnp.int32)], axis=1)
-
-            def full_step(carry, inputs):
-                buffer, buffer_mask, done = carry
-                t, u_t = inputs
-                logits = self._forward(params, buffer, buffer_mask)
-                logits = jax.lax.dynamic_index_in_dim(logits, p - 1 + t, axis=1,
-                                                      keepdims=False)
-                token, mask, log_prob, done = sample(logits, u_t, done)
-                buffer = jax.lax.dynamic_update_index_in_dim(buffer, token, p + t, axis=1)
-                buffer_mask = jax.lax.dynamic_update_index_in_dim(
-                    buffer_mask, jnp.ones_like(token), p + t, axis=1)
-                return (buffer, buffer_mask, done), (token, mask, log_prob)
-
-            _, (tokens, masks, log_probs) = jax.lax.scan(
-                full_step, (buffer, buffer_mask, done), (jnp.arange(n), u))
-        return Completion(tokens=tokens.T, mask=masks.T, log_probs=log_probs.T)
-
-
-def num_parameters(params: Params) -> int:
-    """The number of scalars in a parameter pytree."""
-    return sum(int(x.size) for x in jax.tree_util.tree_leaves(params))
 
 
 __all__ = ["LMConfig", "TinyLM", "Completion", "KVCache", "num_parameters"]
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _init_params(lm: TinyLM, key: PRNGKey) -> Params:
-    tokens = jnp.zeros((1, 1), jnp.int32)
-    return lm._module.init(key, tokens, tokens, jnp.ones((1, 1, 1), bool))
