@@ -15,6 +15,7 @@ include the episode itself, which biases the gradient by a factor ``(G-1)/G``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -187,7 +188,10 @@ def _check_group(episode_rewards: Array, name: str) -> None:
 # Group advantages (GRPO family), GAE and process-supervision advantages.
 # --------------------------------------------------------------------------------------
 
-GROUP_ESTIMATORS = ("group_relative", "group_mean", "leave_one_out")
+GROUP_ESTIMATORS = ("group_relative", "group_mean", "leave_one_out", "reinforce_pp",
+                    "reinforce_pp_baseline")
+SCALE_REWARDS = ("group", "batch", "none")
+MULTI_REWARD_MODES = ("sum_then_normalize", "normalize_then_sum")
 
 
 def _all_equal(rewards: Array) -> Array:
@@ -261,27 +265,267 @@ def leave_one_out_advantages(rewards: Array) -> Array:
     return jnp.where(_all_equal(rewards), jnp.zeros_like(centred), centred)
 
 
-def make_group_advantage(name: str, **kwargs: Any) -> Callable[[Array], Array]:
-    """A group advantage estimator by name (``group_relative``, ``group_mean``,
-    ``leave_one_out``); ``kwargs`` go to it (``epsilon``, ``ddof``).
+def _check_ddof(ddof: Any) -> None:
+    if ddof not in (0, 1):
+        raise ValueError(f"ddof: must be 0 or 1, got {ddof!r}")
+
+
+def _check_scale(scale: Any) -> None:
+    if scale not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards: must be one of {', '.join(SCALE_REWARDS)}, "
+                         f"got {scale!r}")
+
+
+def batch_normalize(values: Array, *, epsilon: float = 1e-6, ddof: int = 0) -> Array:
+    """Whiten over the whole array: ``(x - mean(x)) / (std(x) + epsilon)``, every entry of
+    ``values`` being one sample of the batch (call it per seed; vmap adds seeds).
+
+    The batch-level normalisation of REINFORCE++ (Hu et al., 2025, §3) and of GDPO's last
+    step (Liu et al., 2026). A batch whose entries are all equal gets exactly 0; NaN
+    propagates.
+
+    Args:
+      values: ``[...]`` e.g. ``[P, G]`` per-completion advantages.
+      epsilon: added to the std.
+      ddof: 0 (population std) or 1 (sample std).
 
     Returns:
-      ``advantage(rewards [..., G]) -> advantages [..., G]`` (groups on the last axis).
+      ``[...]``, same shape.
+    """
+    _check_ddof(ddof)
+    centred = values - jnp.mean(values)
+    std = jnp.std(values, ddof=ddof)
+    all_equal = jnp.max(values) == jnp.min(values)
+    return jnp.where(all_equal, jnp.zeros_like(centred), centred / (std + epsilon))
+
+
+def scaled_group_advantages(
+    rewards: Array, *, baseline: str = "group_mean", scale: str = "group",
+    epsilon: float = 1e-6, ddof: int = 0,
+) -> Array:
+    """A group baseline, then a choice of scale (TRL's ``scale_rewards``):
+
+        A_i = (r_i - b_i) / (s + epsilon)        (s = 1 and no epsilon for "none")
+
+    with ``b_i`` the group mean (``baseline="group_mean"``; GRPO, Shao et al., 2024) or the
+    leave-one-out mean (``"leave_one_out"``; RLOO, Ahmadian et al., 2024), and
+
+    * ``scale="group"``: ``s = std_j r_j`` over the group (GRPO);
+    * ``scale="batch"``: ``s = std r`` over *every* reward of the array (all groups; TRL's
+      ``scale_rewards="batch"``, after Liu et al., 2025, Dr. GRPO §3.1: the per-group std
+      up-weights groups that are nearly all right or all wrong; one batch std does not);
+    * ``scale="none"``: ``s = 1`` (Dr. GRPO: centre only).
+
+    TRL uses the sample std (``ddof=1``) and ``epsilon=1e-4``; this module's default is the
+    population std and ``1e-6`` (as :func:`group_relative_advantages`). All-equal groups get
+    exactly 0; NaN propagates. ``baseline="group_mean", scale="group"`` equals
+    :func:`group_relative_advantages`.
+
+    Args:
+      rewards: ``[..., G]`` (e.g. ``[P, G]``), ``G >= 2``; for ``"batch"`` the whole array
+        is the batch.
+      baseline: ``"group_mean"`` or ``"leave_one_out"``.
+      scale: ``"group"``, ``"batch"`` or ``"none"``.
+      epsilon: added to the std.
+      ddof: 0 or 1, for the std.
+
+    Returns:
+      ``[..., G]`` advantages.
+    """
+    _check_group_axis(rewards)
+    _check_ddof(ddof)
+    _check_scale(scale)
+    if baseline == "group_mean":
+        centred = group_mean_advantages(rewards)
+    elif baseline == "leave_one_out":
+        centred = leave_one_out_advantages(rewards)
+    else:
+        raise ValueError(f"baseline: must be group_mean or leave_one_out, got {baseline!r}")
+    if scale == "none":
+        return centred
+    if scale == "group":
+        std = jnp.std(rewards, axis=-1, keepdims=True, ddof=ddof)
+    else:
+        std = jnp.std(rewards, ddof=ddof)
+    return centred / (std + epsilon)
+
+
+def reinforce_pp_advantages(
+    rewards: Array, *, group_baseline: bool = False, epsilon: float = 1e-6, ddof: int = 0,
+) -> Array:
+    """REINFORCE++ outcome advantages (Hu et al., 2025, "REINFORCE++", §3): normalised
+    by the mean and std over the *whole batch*, not per group:
+
+        A_i = (r_i - mean_B r) / (std_B r + epsilon)                      (REINFORCE++)
+
+    With ``group_baseline=True`` ("REINFORCE++-baseline", the paper's variant for
+    ``G > 1`` samples per prompt) the group mean is subtracted first:
+
+        r'_i = r_i - mean_{j in group(i)} r_j
+        A_i  = (r'_i - mean_B r') / (std_B r' + epsilon)
+
+    ``B`` is every completion of the array (call it per seed; vmap adds seeds). Each
+    completion counts once; OpenRLHF whitens over tokens instead, which weights a
+    completion by its length (identical when all lengths are equal). In the baseline
+    variant all-equal groups keep exactly 0 (``mean_B r'`` is 0 in exact arithmetic); an
+    all-equal batch gets exactly 0; NaN propagates.
+
+    Args:
+      rewards: ``[..., G]`` (e.g. ``[P, G]``), ``G >= 2``.
+      group_baseline: subtract the group mean first.
+      epsilon: added to the batch std.
+      ddof: 0 or 1, for the batch std.
+
+    Returns:
+      ``[..., G]`` advantages.
+    """
+    _check_group_axis(rewards)
+    _check_ddof(ddof)
+    if not group_baseline:
+        return batch_normalize(rewards, epsilon=epsilon, ddof=ddof)
+    centred = group_mean_advantages(rewards)
+    normalised = batch_normalize(centred, epsilon=epsilon, ddof=ddof)
+    return jnp.where(_all_equal(rewards), jnp.zeros_like(normalised), normalised)
+
+
+_DEFAULT_SCALE = {"group_relative": "group", "group_mean": "none", "leave_one_out": "none"}
+
+
+def make_group_advantage(name: str, *, scale_rewards: str | None = None,
+                         **kwargs: Any) -> Callable[[Array], Array]:
+    """A group advantage estimator by name; ``kwargs`` go to it (``epsilon``, ``ddof``).
+
+    ==========================  ============================================================
+    ``group_relative``          GRPO, :func:`group_relative_advantages`
+    ``group_mean``              Dr. GRPO, :func:`group_mean_advantages`
+    ``leave_one_out``           RLOO, :func:`leave_one_out_advantages`
+    ``reinforce_pp``            REINFORCE++, :func:`reinforce_pp_advantages`
+    ``reinforce_pp_baseline``   REINFORCE++-baseline (group mean, then batch whitening)
+    ==========================  ============================================================
+
+    ``scale_rewards`` (``"group"``, ``"batch"``, ``"none"``; :func:`scaled_group_advantages`)
+    divides the centred rewards of the first three by the group std, the batch std or
+    nothing. ``None`` keeps each estimator's own scale (group for ``group_relative``, none
+    for ``group_mean`` and ``leave_one_out``), as does naming that same scale: both give
+    the estimator's function unchanged, bit for bit. So ``group_relative`` with
+    ``"none"`` is Dr. GRPO's advantage and ``group_mean`` with ``"group"`` is GRPO's.
+
+    Returns:
+      ``advantage(rewards [..., G]) -> advantages [..., G]`` (groups on the last axis; the
+      batch estimators treat the whole array as the batch).
     """
     table = {
         "group_relative": group_relative_advantages,
         "group_mean": group_mean_advantages,
         "leave_one_out": leave_one_out_advantages,
+        "reinforce_pp": functools.partial(reinforce_pp_advantages, group_baseline=False),
+        "reinforce_pp_baseline": functools.partial(reinforce_pp_advantages,
+                                                   group_baseline=True),
     }
     if name not in table:
         raise ValueError(f"advantage: must be one of {', '.join(GROUP_ESTIMATORS)}, got {name!r}")
-    if name == "group_relative":
-        ddof = kwargs.get("ddof", 0)
-        if ddof not in (0, 1):
-            raise ValueError(f"ddof: must be 0 or 1, got {ddof!r}")
+    if "ddof" in kwargs:
+        _check_ddof(kwargs["ddof"])
+    if scale_rewards is not None:
+        _check_scale(scale_rewards)
+        if name not in _DEFAULT_SCALE:
+            raise ValueError(f"scale_rewards: applies to group_relative, group_mean and "
+                             f"leave_one_out advantages, not {name!r}; leave it None")
+        if scale_rewards != _DEFAULT_SCALE[name]:
+            baseline = "leave_one_out" if name == "leave_one_out" else "group_mean"
+            return lambda rewards: scaled_group_advantages(
+                rewards, baseline=baseline, scale=scale_rewards, **kwargs)
     fn = table[name]
     return lambda rewards: fn(rewards, **kwargs)
 
+
+def multi_reward_advantages(
+    rewards: Array, weights: Array, advantage_fn: Callable[[Array], Array], *,
+    mode: str = "sum_then_normalize", batch_norm: bool = True, epsilon: float = 1e-6,
+) -> Array:
+    """Advantages from ``K`` reward functions with weights ``w [K]``.
+
+    * ``"sum_then_normalize"`` (the usual; e.g. TRL's ``reward_weights``): one reward
+      ``r_i = sum_k w_k r_ik``, then the group advantage ``A = advantage_fn(r)``.
+    * ``"normalize_then_sum"`` (GDPO; Liu et al., 2026, "GDPO: Group reward-Decoupled
+      Normalization Policy Optimization", arXiv:2601.05242): each reward is normalised
+      within its group first (``advantage_fn`` per reward, GRPO's z-score by default),
+      then summed with the weights, then (``batch_norm``) whitened over the batch so the
+      scale does not grow with ``K``:
+
+          A_ik  = advantage_fn(r_{., k})_i
+          A_i   = sum_k w_k A_ik
+          A_i  <- (A_i - mean_B A) / (std_B A + epsilon)      (batch_norm=True)
+
+      Decoupling keeps reward combinations apart that one joint normalisation maps to the
+      same advantage (e.g. (1, 0) and (0, 1) in a group of two rewards).
+
+    Args:
+      rewards: ``[..., G, K]`` (e.g. ``[P, G, K]``).
+      weights: ``[K]``.
+      advantage_fn: ``[..., G] -> [..., G]`` (e.g. from :func:`make_group_advantage`).
+      mode: ``"sum_then_normalize"`` or ``"normalize_then_sum"``.
+      batch_norm: GDPO's final batch whitening (``normalize_then_sum`` only).
+      epsilon: added to the batch std.
+
+    Returns:
+      ``[..., G]`` advantages.
+    """
+    if mode not in MULTI_REWARD_MODES:
+        raise ValueError(f"multi_reward: must be one of {', '.join(MULTI_REWARD_MODES)}, "
+                         f"got {mode!r}")
+    weights = jnp.asarray(weights)
+    if rewards.ndim < 2 or weights.ndim != 1 or rewards.shape[-1] != weights.shape[0]:
+        raise ValueError(f"reward_weights: must have shape [K] with K = rewards.shape[-1]; "
+                         f"got weights {weights.shape} for rewards {rewards.shape}")
+    if mode == "sum_then_normalize":
+        return advantage_fn(jnp.sum(rewards * weights, axis=-1))
+    per_reward = jax.vmap(advantage_fn)(jnp.moveaxis(rewards, -1, 0))  # [K, ..., G]
+    summed = jnp.sum(per_reward * weights.reshape((-1,) + (1,) * (per_reward.ndim - 1)),
+                     axis=0)
+    return batch_normalize(summed, epsilon=epsilon) if batch_norm else summed
+
+
+def check_overlong(max_length: Any, cache_length: Any) -> None:
+    """One-line ``ValueError`` unless ``0 < max_length`` and ``0 <= cache_length <=
+    max_length`` (both scalars ``[]``; traced values are not checked)."""
+    if isinstance(max_length, int | float) and not max_length > 0:
+        raise ValueError(f"max_length: must be > 0, got {max_length!r}")
+    if isinstance(cache_length, int | float):
+        if not cache_length >= 0:
+            raise ValueError(f"cache_length: must be >= 0, got {cache_length!r}")
+        if isinstance(max_length, int | float) and cache_length > max_length:
+            raise ValueError(f"cache_length: must be <= max_length ({max_length!r}), "
+                             f"got {cache_length!r}")
+
+
+def overlong_penalty(lengths: Array, max_length: int | Array,
+                     cache_length: int | Array) -> Array:
+    """DAPO's soft overlong punishment (Yu et al., 2025, "DAPO", eq. 13), a reward term:
+
+        R(L) = 0                                   L <= L_max - L_cache
+               ((L_max - L_cache) - L) / L_cache   L_max - L_cache < L <= L_max
+               -1                                  L_max < L
+
+    It falls linearly from 0 to -1 over the last ``L_cache`` tokens. Add it to the task
+    reward (DAPO) or pass it as one more reward column with its weight (``grpo``'s
+    ``reward_weights``). With ``cache_length = 0`` it is 0 up to ``L_max``, -1 beyond.
+
+    Args:
+      lengths: ``[...]`` completion lengths in tokens (int or float; e.g.
+        ``mask.sum(-1)`` of ``[P, G, T]``).
+      max_length: ``L_max > 0``.
+      cache_length: ``L_cache`` in ``[0, L_max]``.
+
+    Returns:
+      ``[...]`` float32 penalties in ``[-1, 0]``.
+    """
+    check_overlong(max_length, cache_length)
+    length = jnp.asarray(lengths).astype(jnp.float32)
+    start = jnp.asarray(max_length - cache_length, jnp.float32)
+    ramp = (start - length) / jnp.maximum(jnp.asarray(cache_length, jnp.float32), 1e-30)
+    return jnp.where(length <= start, 0.0,
+                     jnp.where(length <= max_length, ramp, -1.0)).astype(jnp.float32)
 
 def process_supervision_advantages(
     step_rewards: Array, step_ends: Array, step_mask: Array, num_tokens: int,

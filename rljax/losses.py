@@ -306,3 +306,81 @@ def aggregate_loss(
         return jnp.mean(jnp.sum(masked, axis=-1))
     norm = float(num_tokens) if normaliser is None else normaliser
     return jnp.sum(masked) / (num_sequences * norm)
+
+
+def clip_fractions(
+    ratio: Array, advantages: Array, *, epsilon_low: float | Array = 0.2,
+    epsilon_high: float | Array | None = None, mask: Array | None = None,
+) -> tuple[Array, Array]:
+    """The two sides of the clip, as shares of the masked tokens:
+
+        clipfrac_low  = mean_m[ ratio < 1 - eps_low  and A < 0 ]
+        clipfrac_high = mean_m[ ratio > 1 + eps_high and A > 0 ]
+
+    These are the tokens whose gradient the clip removes (the clipped term is the smaller
+    one), so ``clipfrac_low + clipfrac_high`` is :func:`clipped_surrogate_loss`'s
+    ``clip_fraction`` (verl's ``pg_clipfrac``). Split in two they tell DAPO's clip-higher
+    (Yu et al., 2025) apart from the lower clip. (verl's ``pg_clipfrac_lower`` is a third
+    quantity, the share of negative-advantage tokens bounded by the dual clip.)
+
+    Args:
+      ratio: ``[...]`` importance ratios (token or GSPO sequence ratios).
+      advantages: ``[...]`` same shape.
+      epsilon_low, epsilon_high: clip range ``[1 - eps_low, 1 + eps_high]`` (``high``
+        defaults to ``low``).
+      mask: optional ``[...]`` 1 for the tokens to count.
+
+    Returns:
+      ``(clipfrac_low [], clipfrac_high [])``.
+    """
+    chex.assert_equal_shape([ratio, advantages])
+    epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
+    m = jnp.ones_like(ratio) if mask is None else mask.astype(ratio.dtype)
+    low = (ratio < 1.0 - epsilon_low) & (advantages < 0)
+    high = (ratio > 1.0 + epsilon_high) & (advantages > 0)
+    denom = jnp.maximum(jnp.sum(m), 1.0)
+    return jnp.sum(low * m) / denom, jnp.sum(high * m) / denom
+
+
+def check_top_q(top_q: Any) -> None:
+    """One-line ``ValueError`` unless ``top_q`` (a scalar ``[]``) is ``None`` or in
+    ``(0, 1]`` (a traced value, e.g. a sweep axis, is not checked)."""
+    if isinstance(top_q, bool) or (isinstance(top_q, int | float) and not 0.0 < top_q <= 1.0):
+        raise ValueError(f"entropy_top_q: must be None or a number in (0, 1], got {top_q!r}")
+    if top_q is not None and not isinstance(top_q, int | float | jax.Array):
+        raise ValueError(f"entropy_top_q: must be None or a number in (0, 1], got {top_q!r}")
+
+
+def top_entropy_mask(entropy: Array, mask: Array, top_q: float | Array) -> Array:
+    """Keep the highest-entropy fraction ``q`` of the valid tokens (Wang et al., 2025,
+    "Beyond the 80/20 Rule: High-Entropy Minority Tokens Drive Effective RL for LLM
+    Reasoning", §5: the policy gradient on the top 20 % "forking" tokens only).
+
+    With ``n`` valid tokens in the whole batch and ``k = ceil(q n)`` (``>= 1``), the
+    threshold ``h`` is the ``k``-th largest valid entropy and
+
+        keep_t = mask_t * [H_t >= h]
+
+    (ties at ``h`` are kept, so slightly more than ``k`` may be). The entropy is a
+    constant here (stop-gradient). ``q = 1`` keeps every valid token.
+
+    Args:
+      entropy: ``[B, T]`` per-token policy entropy (e.g.
+        :func:`categorical_entropy` of the current logits).
+      mask: ``[B, T]`` 1 for valid tokens.
+      top_q: ``q`` in ``(0, 1]``.
+
+    Returns:
+      ``[B, T]`` the new mask, in ``mask``'s dtype.
+    """
+    check_top_q(top_q if isinstance(top_q, int | float) else None)
+    chex.assert_equal_shape([entropy, mask])
+    entropy = jax.lax.stop_gradient(entropy)
+    valid = mask > 0
+    n = jnp.sum(valid)
+    # float32 q * n can land just above an integer (0.2 * 30 -> 6.0000002): a small
+    # margin keeps ceil on the intended count.
+    k = jnp.clip(jnp.ceil(top_q * n - 1e-3), 1, jnp.maximum(n, 1)).astype(jnp.int32)
+    ranked = jnp.sort(jnp.where(valid, entropy, -jnp.inf).ravel())[::-1]
+    threshold = ranked[k - 1]
+    return (mask * (valid & (entropy >= threshold))).astype(mask.dtype)
