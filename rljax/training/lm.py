@@ -31,21 +31,86 @@ has no eval side: its evaluation prompts are training problems and their accurac
 *training* accuracy -- ``eval_held_out`` marks the prompts that are held out. Evaluation
 decodes greedily (temperature 0) and keeps each prompt's correctness (``eval_correct
 [eval_prompts]``), so a study can resample seeds *and* prompts.
+
+**Policy.** ``architecture="tiny"`` is :class:`~rljax.policies.lm.TinyLM` (GPT-2 style,
+the default); ``"decoder"`` is :class:`~rljax.policies.decoder.Decoder` (Llama / Qwen2
+style: RMSNorm, rotary positions, SwiGLU, grouped-query attention), sized by ``width``,
+``num_layers``, ``num_heads``, ``num_kv_heads``, ``intermediate_size`` and
+``tie_embeddings``. Both are :class:`~rljax.policies.lm_common.CausalLM`, so the trainer
+calls the same methods on either; PPO's value model is the same architecture with
+``value_head=True``. With ``checkpoint`` (a local Hugging Face-layout directory, read
+once by :func:`make_lm_trainer` on the host with
+:func:`rljax.policies.load_hf_checkpoint`) the checkpoint's weights, not a random draw,
+start every seed: a draw held fixed across seeds (the seeds still differ in their
+warm-up, sampling and RL draws). Its sizes replace the size fields; its vocabulary must
+be the task's character tokenizer and its context must cover ``prompt_length +
+max_new_tokens`` (:func:`load_checkpoint_policy`). PPO's value model then starts from
+the checkpoint's trunk with a fresh scalar head.
+
+**GRPO variants** are config fields passed to :func:`rljax.algorithms.grpo` (its module
+docstring has the formulas); with equal rollouts ``P x G`` per step:
+
+==============  ==========================================================================
+GRPO            ``advantage="group_relative", aggregation="sequence-mean-token-mean"``
+Dr. GRPO        ``advantage="group_mean", aggregation="sequence-mean-token-sum-norm"``
+DAPO            ``clip_epsilon=0.2, clip_epsilon_high=0.28, aggregation="token-mean",
+                dynamic_sampling=True, overlong_max_length=L, overlong_cache=C``
+                (optionally ``mask_truncated=True``, DAPO's overlong *filtering*)
+GSPO            ``sequence_ratio=True, clip_epsilon=3e-4, clip_epsilon_high=4e-4``
+RLOO            ``advantage="leave_one_out"``
+REINFORCE++     ``advantage="reinforce_pp"`` (or ``"reinforce_pp_baseline"``)
+80/20 entropy   ``entropy_top_q=0.2``
+==============  ==========================================================================
+
+* ``overlong_max_length`` / ``overlong_cache`` (DAPO's soft overlong punishment) add
+  :func:`rljax.advantages.overlong_penalty` of each completion's length (``mask.sum()``,
+  EOS included) to its reward, for GRPO and PPO alike (a reward term, so the ``reward``
+  metric and the advantage see it; evaluation does not: it scores greedy accuracy).
+* ``dynamic_sampling`` is the **equal-budget** form of DAPO's dynamic sampling: the same
+  ``P x G`` rollouts are generated, and the groups whose rewards (the shaped reward the
+  advantage sees) are all equal -- no signal -- get mask 0, so they add nothing to the
+  loss and token-mean leaves their tokens out of its denominator (the sequence-mean
+  modes still divide by ``P G``; the batch-whitened REINFORCE++ advantages still count
+  their rewards in the batch statistics). DAPO itself over-samples prompts until the
+  batch is full of groups with signal, which spends more rollouts per step; that form is
+  :func:`rljax.curriculum.dynamic_filter` / :func:`rljax.curriculum.dynamic_sampler`.
+  ``kept_group_fraction`` reports the share of groups that entered the loss.
+* ``mask_truncated`` passes ``GroupBatch.truncated [P, G]``: True for a completion with
+  no EOS among its ``max_new_tokens`` tokens.
+* ``entropy_top_q`` trains on the highest-entropy fraction of the tokens; the entropies
+  come from an ``entropy_fn`` that runs one more forward of the current policy.
+
+**Per-step metrics** (``advance``'s logs, ``[steps_per_chunk]`` each): ``accuracy``,
+``format``, ``process`` (task reward components, means), ``length`` (mean completion
+tokens), ``reward`` (the shaped reward's mean), ``zero_signal_fraction``, ``kl``,
+``clip_fraction``, ``loss``, ``nan_rewards``, ``mean_level``; and ``entropy`` (token-mean
+entropy at temperature 1 of the sampling policy -- the params before the update -- over
+the tokens of every completion with a finite reward), ``response_length_correct`` /
+``response_length_incorrect`` (mean length of the completions the task's *accuracy*
+program scores correct / incorrect -- not the shaped reward, which overlong shaping and
+format weights move off 0 / 1; NaN when there are none), ``truncated_fraction``,
+``kept_group_fraction`` (GRPO: groups in the loss; PPO: sequences with a finite reward)
+and ``entropy_kept_fraction`` (1 without ``entropy_top_q``). GRPO also logs
+``clipfrac_low`` / ``clipfrac_high`` (:func:`rljax.losses.clip_fractions`); PPO's
+transform does not report them, so its logs have no such keys.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
-from rljax.advantages import generalized_advantage_estimation
+from rljax.advantages import generalized_advantage_estimation, overlong_penalty
 from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
@@ -57,15 +122,31 @@ from rljax.curriculum import (
     uniform_sampler,
 )
 from rljax.envs.arithmetic import MIN_SPLIT_PROBLEMS, ArithmeticTask, Problems
-from rljax.losses import AGGREGATIONS, KL_ESTIMATORS
+from rljax.losses import AGGREGATIONS, KL_ESTIMATORS, categorical_entropy
 from rljax.nonfinite import NONFINITE_STEP, track_nonfinite
+from rljax.policies.decoder import Decoder, DecoderConfig
+from rljax.policies.hf_checkpoint import (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    check_tokenizer_matches,
+    load_hf_checkpoint,
+    load_hf_tokenizer,
+)
 from rljax.policies.lm import LMConfig, TinyLM
-from rljax.policies.sampling import log_softmax
-from rljax.types import Array, PRNGKey
+from rljax.policies.lm_common import CausalLM
+from rljax.policies.sampling import categorical_log_prob, log_softmax
+from rljax.tokenizer import ARITHMETIC_ALPHABET, EOS_ID, CharTokenizer
+from rljax.types import Array, Params, PRNGKey
 
 ALGORITHMS = ("grpo", "ppo")
-ADVANTAGES = ("group_relative", "group_mean", "leave_one_out")
+ADVANTAGES = ("group_relative", "group_mean", "leave_one_out", "reinforce_pp",
+              "reinforce_pp_baseline")
 CURRICULA = ("none", "uniform", "prompt_gdro")
+ARCHITECTURES = ("tiny", "decoder")
+SCALE_REWARDS = ("", "group", "batch", "none")
+GRPO_ONLY = {"scale_rewards": "", "sequence_ratio": False, "mask_truncated": False,
+             "entropy_top_q": 0.0, "dynamic_sampling": False}
+DECODER_ONLY = {"num_kv_heads": 0, "intermediate_size": 0, "tie_embeddings": False}
 
 
 @dataclass(frozen=True)
@@ -76,7 +157,23 @@ class LMTrainConfig:
       algorithm: ``"grpo"`` or ``"ppo"``.
       levels: arithmetic levels to draw prompts from (see ``rljax.envs.arithmetic``).
       prompt_length, max_new_tokens: prompt columns (with BOS) and completion tokens.
-      width, num_layers, num_heads: the transformer (context = prompt + completion).
+      width, num_layers, num_heads: the transformer (context = prompt + completion); for
+        ``"decoder"``: ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``
+        (``width / num_heads`` must be even: rotary embeddings rotate halves).
+      architecture: ``"tiny"`` (:class:`~rljax.policies.lm.TinyLM`, the default) or
+        ``"decoder"`` (:class:`~rljax.policies.decoder.Decoder`, Llama-style).
+      num_kv_heads: the decoder's key/value heads (0 = ``num_heads``; fewer is
+        grouped-query attention; must divide ``num_heads``). Decoder only.
+      intermediate_size: the decoder's SwiGLU width (0 = ``8 width / 3`` rounded up to a
+        multiple of 16, the parameters of a ``4 width`` GELU MLP: 176 for width 64, as
+        ``DecoderConfig``'s default). Decoder only.
+      tie_embeddings: the decoder's vocabulary head is the embedding's transpose.
+        Decoder only.
+      checkpoint: ``""`` (random init), or a local Hugging Face-layout directory whose
+        weights start every seed's policy (then ``sft_steps`` of warm-up on top, may be
+        0). Needs ``architecture="decoder"``; its sizes replace the fields above; its
+        vocabulary must be the task's character tokenizer and its
+        ``max_position_embeddings`` at least ``prompt_length + max_new_tokens``.
       sft_steps, sft_batch, sft_learning_rate: supervised warm-up on correct solutions.
       rl_steps: RL steps in all (``num_chunks * steps_per_chunk``).
       steps_per_chunk: RL steps between evaluations / checkpoints.
@@ -87,7 +184,21 @@ class LMTrainConfig:
       clip_epsilon, clip_epsilon_high: ratio clip range.
       kl_beta, kl_estimator: KL to the warm-started reference (GRPO: in the loss;
         PPO: as reward shaping, k1 per token).
-      aggregation, advantage: GRPO's loss aggregation and group advantage.
+      aggregation, advantage: GRPO's loss aggregation and advantage estimator
+        (``"group_relative"``, ``"group_mean"``, ``"leave_one_out"``, ``"reinforce_pp"``,
+        ``"reinforce_pp_baseline"``).
+      scale_rewards: GRPO's reward scale: ``""`` (the estimator's own), ``"group"``,
+        ``"batch"`` or ``"none"`` (the first three estimators only).
+      sequence_ratio: GSPO's sequence-level importance ratio (GRPO only).
+      mask_truncated: DAPO's overlong filtering: completions without EOS within
+        ``max_new_tokens`` get mask 0 (GRPO only).
+      entropy_top_q: 0 (off) or ``q`` in ``(0, 1]``: train on the top-``q`` entropy
+        tokens (GRPO only).
+      overlong_max_length, overlong_cache: DAPO's soft overlong punishment ``L_max`` (0 =
+        off; at most ``max_new_tokens``) and ``L_cache`` (in ``[0, L_max]``), added to the
+        reward (GRPO and PPO).
+      dynamic_sampling: drop the zero-signal groups from the loss (the equal-budget form
+        of DAPO's dynamic sampling; module docstring). GRPO only.
       temperature, top_k: sampling during training (top_k 0 = off).
       reward_accuracy, reward_format, reward_process: weights of the reward programs.
       value_coef, entropy_coef, lam: PPO's value weight, entropy bonus and GAE lambda.
@@ -136,6 +247,18 @@ class LMTrainConfig:
     eval_fraction: float = 0.2
     min_split_problems: int = MIN_SPLIT_PROBLEMS
     curriculum: str = "none"
+    architecture: str = "tiny"
+    num_kv_heads: int = 0
+    intermediate_size: int = 0
+    tie_embeddings: bool = False
+    checkpoint: str = ""
+    scale_rewards: str = ""
+    sequence_ratio: bool = False
+    mask_truncated: bool = False
+    entropy_top_q: float = 0.0
+    overlong_max_length: int = 0
+    overlong_cache: int = 0
+    dynamic_sampling: bool = False
 
     @property
     def num_chunks(self) -> int:
@@ -160,6 +283,22 @@ class LMTrainConfig:
         return LMConfig(context_length=self.prompt_length + self.max_new_tokens,
                         num_layers=self.num_layers, width=self.width,
                         num_heads=self.num_heads, value_head=value_head)
+
+    @property
+    def context_length(self) -> int:
+        """``prompt_length + max_new_tokens``: the policy's context."""
+        return self.prompt_length + self.max_new_tokens
+
+    def decoder_config(self, value_head: bool = False) -> DecoderConfig:
+        """The ``"decoder"`` architecture's config from the size fields (a checkpoint's
+        own sizes replace it: :func:`load_checkpoint_policy`)."""
+        intermediate = self.intermediate_size or 16 * math.ceil(8 * self.width / 48)
+        return DecoderConfig(
+            hidden_size=self.width, intermediate_size=intermediate,
+            num_hidden_layers=self.num_layers, num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_kv_heads or self.num_heads,
+            max_position_embeddings=self.context_length,
+            tie_word_embeddings=self.tie_embeddings, value_head=value_head)
 
     def validate(self) -> None:
         """One-line ``ValueError`` naming the first invalid field."""
@@ -203,8 +342,80 @@ class LMTrainConfig:
             raise ValueError(f"curriculum: must be one of {CURRICULA}, got {self.curriculum!r}")
         if self.curriculum != "none" and self.algorithm != "grpo":
             raise ValueError("curriculum: a curriculum sampler needs algorithm='grpo'")
+        self._validate_policy()
+        self._validate_variants()
         self.task().validate()
-        self.lm_config().validate()
+        if self.architecture == "tiny":
+            self.lm_config().validate()
+        elif not self.checkpoint:  # a checkpoint's sizes replace the size fields
+            self.decoder_config().validate()
+
+    def _validate_policy(self) -> None:
+        """The architecture, its decoder-only sizes and the checkpoint."""
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture: must be one of {ARCHITECTURES}, got "
+                             f"{self.architecture!r}")
+        require_int("num_kv_heads", self.num_kv_heads, 0)
+        require_int("intermediate_size", self.intermediate_size, 0)
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"tie_embeddings: must be a bool, got {self.tie_embeddings!r}")
+        if not isinstance(self.checkpoint, str):
+            raise ValueError(f"checkpoint: must be a directory path (str; '' = random "
+                             f"init), got {self.checkpoint!r}")
+        if self.architecture == "tiny":
+            for name, default in DECODER_ONLY.items():
+                if getattr(self, name) != default:
+                    raise ValueError(f"{name}: applies to architecture='decoder' only; "
+                                     f"leave it {default!r} for 'tiny'")
+            if self.checkpoint:
+                raise ValueError("checkpoint: needs architecture='decoder' (a Hugging Face "
+                                 "Llama / Qwen2 directory), got architecture='tiny'")
+            return
+        if self.checkpoint:
+            return  # the checkpoint's config.json gives the sizes
+        if isinstance(self.width, int) and isinstance(self.num_heads, int) and (
+                self.num_heads > 0):
+            if self.width % self.num_heads:
+                raise ValueError(f"width: must be divisible by num_heads={self.num_heads}, "
+                                 f"got {self.width}")
+            if (self.width // self.num_heads) % 2:
+                raise ValueError(f"width: width / num_heads (the head size) must be even "
+                                 f"for the decoder's rotary embeddings, got {self.width} / "
+                                 f"{self.num_heads}")
+            if self.num_kv_heads and self.num_heads % self.num_kv_heads:
+                raise ValueError(f"num_kv_heads: must divide num_heads={self.num_heads} "
+                                 f"(0 = num_heads), got {self.num_kv_heads}")
+
+    def _validate_variants(self) -> None:
+        """The GRPO variant knobs and the overlong shaping."""
+        if self.scale_rewards not in SCALE_REWARDS:
+            raise ValueError(f"scale_rewards: must be one of {SCALE_REWARDS} ('' = the "
+                             f"advantage's own scale), got {self.scale_rewards!r}")
+        if self.scale_rewards and self.advantage not in ADVANTAGES[:3]:
+            raise ValueError(f"scale_rewards: applies to advantage in {ADVANTAGES[:3]}, not "
+                             f"{self.advantage!r}; leave it ''")
+        for name in ("sequence_ratio", "mask_truncated", "dynamic_sampling"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: must be a bool, got {getattr(self, name)!r}")
+        q = self.entropy_top_q
+        if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= q <= 1.0:
+            raise ValueError(f"entropy_top_q: must be 0 (off) or a number in (0, 1], got "
+                             f"{q!r}")
+        require_int("overlong_max_length", self.overlong_max_length, 0)
+        require_int("overlong_cache", self.overlong_cache, 0)
+        if self.overlong_max_length > self.max_new_tokens:
+            raise ValueError(f"overlong_max_length: must be <= max_new_tokens="
+                             f"{self.max_new_tokens} (0 = off), got "
+                             f"{self.overlong_max_length}")
+        if self.overlong_cache > self.overlong_max_length:
+            raise ValueError(f"overlong_cache: must be <= overlong_max_length="
+                             f"{self.overlong_max_length} (shaping needs "
+                             f"overlong_max_length > 0), got {self.overlong_cache}")
+        if self.algorithm != "grpo":
+            for name, default in GRPO_ONLY.items():
+                if getattr(self, name) != default:
+                    raise ValueError(f"{name}: a GRPO option, needs algorithm='grpo' "
+                                     f"(leave it {default!r} for PPO)")
 
 
 @struct.dataclass
@@ -242,21 +453,42 @@ class LMTrainState:
     nonfinite_step: Array = -1
 
 
+class InitialParams:
+    """A checkpoint's policy params ``{"params": tree}`` (e.g. ``embed_tokens/embedding
+    [V, W]``), loaded once on the host and shared by every seed.
+
+    Compared and hashed by identity, so an :class:`LMTrainer` holding them stays hashable
+    (jit caches bound methods by their instance) and two trainers with different weights
+    never share a compiled program. Inside ``init`` they are constants of the program.
+
+    Attributes:
+      params: the parameter tree.
+    """
+
+    def __init__(self, params: Params):
+        self.params = params
+
+
 @dataclass(frozen=True)
 class LMTrainer:
     """The pieces of one seed's run (module docstring); build with :func:`make_lm_trainer`.
 
     Attributes:
       config: the run's config.
-      policy: the ``TinyLM`` policy (``value``: the value model, PPO only).
+      policy: the policy, a ``TinyLM`` or ``Decoder`` (``value``: the value model of the
+        same architecture, PPO only).
       task: the arithmetic task.
+      sampler: the curriculum sampler (None without one).
+      initial: the checkpoint's policy params (``{"params": tree}``, shared by every
+        seed) or None for a random init.
     """
 
     config: LMTrainConfig
-    policy: TinyLM
-    value: TinyLM | None
+    policy: CausalLM
+    value: CausalLM | None
     task: ArithmeticTask
     sampler: Sampler | None = None
+    initial: InitialParams | None = None
 
     # -- building blocks -------------------------------------------------------------
     def rl_optimizer(self) -> optax.GradientTransformation:
@@ -335,6 +567,31 @@ class LMTrainer:
                                       jax.random.split(key, cfg.sft_steps))
         return params
 
+    def initial_policy(self, key: PRNGKey) -> Params:
+        """The policy params before the warm-up: the checkpoint's (the same for every
+        ``key``) or a random draw from ``key`` (a typed key ``[]``)."""
+        return self.policy.init(key) if self.initial is None else self.initial.params
+
+    def initial_value(self, key: PRNGKey) -> Params:
+        """PPO's value-model params: a random draw from ``key`` (``[]``), or with a
+        checkpoint its trunk and a fresh scalar head ``lm_head [W, 1]``."""
+        fresh = self.value.init(key)
+        if self.initial is None:
+            return fresh
+        trunk = {k: v for k, v in self.initial.params["params"].items() if k != "lm_head"}
+        return {"params": {**trunk, "lm_head": fresh["params"]["lm_head"]}}
+
+    def completion_logits(self, params: Params, prompt: Array, prompt_mask: Array,
+                          completion: Array, completion_mask: Array) -> Array:
+        """The policy's logits at the completion tokens: ``[B, N, V]`` for a prompt
+        ``[B, P]`` and a completion ``[B, N]`` (column ``P - 1 + t`` of one forward over
+        ``[prompt, completion]``, the logits ``completion_log_probs`` scores)."""
+        p, n = prompt.shape[1], completion.shape[1]
+        tokens = jnp.concatenate([prompt, completion.astype(prompt.dtype)], axis=1)
+        mask = jnp.concatenate([prompt_mask.astype(jnp.int32),
+                                completion_mask.astype(jnp.int32)], axis=1)
+        return self.policy.logits(params, tokens, mask)[:, p - 1: p + n - 1]
+
     def sample_completions(self, policy_params: Any, problems: Problems, key: PRNGKey):
         cfg = self.config
         return self.policy.generate(
@@ -343,16 +600,24 @@ class LMTrainer:
             top_k=cfg.top_k or None)
 
     def score(self, problems: Problems, completion) -> tuple[Array, Any]:
+        """``(reward [N], parts)``: the weighted reward programs, plus DAPO's overlong
+        penalty of each completion's length when ``overlong_max_length > 0``; ``parts``
+        the task's :class:`~rljax.envs.arithmetic.Rewards` (``accuracy [N]``, ...)."""
+        cfg = self.config
         rewards = self.task.rewards(problems, completion.tokens, completion.mask)
-        return self.task.combined_reward(rewards, self.config.reward_weights), rewards
+        reward = self.task.combined_reward(rewards, cfg.reward_weights)
+        if cfg.overlong_max_length:
+            reward = reward + overlong_penalty(jnp.sum(completion.mask, axis=1),
+                                               cfg.overlong_max_length, cfg.overlong_cache)
+        return reward, rewards
 
     # -- one seed's run --------------------------------------------------------------
     def init(self, key: PRNGKey) -> LMTrainState:
         """Initialise, warm up, freeze the reference, evaluate."""
         init_key, value_key, sft_key, run_key = jax.random.split(key, 4)
-        policy_params = self.warm_up(self.policy.init(init_key), sft_key)
+        policy_params = self.warm_up(self.initial_policy(init_key), sft_key)
         if self.config.algorithm == "ppo":
-            params = {"policy": policy_params, "value": self.value.init(value_key)}
+            params = {"policy": policy_params, "value": self.initial_value(value_key)}
         else:
             params = policy_params
         evaluation = self._evaluation(policy_params)
@@ -406,20 +671,43 @@ class LMTrainer:
 
     # -- the two updates -------------------------------------------------------------
     def grpo_transform(self):
+        """The configured :func:`rljax.algorithms.grpo` transform over token batches
+        (``obs``: ``prompt``, ``prompt_mask [N, P]`` and ``completion_mask [N, T]``)."""
         cfg = self.config
 
         def log_prob_fn(params, obs, actions):
             return self.policy.completion_log_probs(params, obs["prompt"], obs["prompt_mask"],
                                                     actions, obs["completion_mask"])
 
-        return grpo(log_prob_fn=log_prob_fn, group_size=cfg.group_size,
-                    advantage=cfg.advantage, clip_epsilon=cfg.clip_epsilon,
-                    clip_epsilon_high=cfg.clip_epsilon_high, kl_beta=cfg.kl_beta,
-                    kl_estimator=cfg.kl_estimator, aggregation=cfg.aggregation)
+        def entropy_fn(params, obs, actions):
+            """Per-token entropy ``[N, T]`` of the current policy at temperature 1."""
+            logits = self.completion_logits(params, obs["prompt"], obs["prompt_mask"],
+                                            actions, obs["completion_mask"])
+            return jnp.where(obs["completion_mask"].astype(bool),
+                             categorical_entropy(logits), 0.0)
 
-    def grpo_update(self, state, problem_key, sample_key, update_key):
+        top_q = cfg.entropy_top_q or None
+        return grpo(log_prob_fn=log_prob_fn, group_size=cfg.group_size,
+                    advantage=cfg.advantage, scale_rewards=cfg.scale_rewards or None,
+                    clip_epsilon=cfg.clip_epsilon, clip_epsilon_high=cfg.clip_epsilon_high,
+                    sequence_ratio=cfg.sequence_ratio, kl_beta=cfg.kl_beta,
+                    kl_estimator=cfg.kl_estimator, aggregation=cfg.aggregation,
+                    mask_truncated=cfg.mask_truncated, entropy_top_q=top_q,
+                    entropy_fn=entropy_fn if top_q is not None else None)
+
+    def grpo_batch(self, state: LMTrainState, problem_key: PRNGKey, sample_key: PRNGKey
+                   ) -> tuple[GroupBatch, dict[str, Array], Any]:
+        """Sample and score one GRPO batch: ``(batch, metrics, selection)``.
+
+        ``batch`` is a :class:`~rljax.algorithms.grpo.GroupBatch` of ``P`` prompts x ``G``
+        completions x ``T = max_new_tokens`` tokens, ``truncated [P, G]`` included; its
+        mask is 0 on the groups left out of the loss (a NaN reward, or no signal under
+        ``dynamic_sampling``). ``metrics`` are the sample's per-step scalars (module
+        docstring); ``selection`` the curriculum's draw (None without one).
+        """
         cfg = self.config
         p, g = cfg.prompts_per_step, cfg.group_size
+        selection = None
         if self.sampler is None:
             problems = self.sample_problems(problem_key, p)
         else:
@@ -433,37 +721,61 @@ class LMTrainer:
         nan = jnp.isnan(reward).reshape(p, g)
         usable = ~jnp.any(nan, axis=1)
         rewards = jnp.where(nan, 0.0, reward.reshape(p, g))
-        mask = completion.mask * jnp.repeat(usable, g)[:, None]
-        old = self.policy.completion_log_probs(state.params, repeated.prompt,
-                                               repeated.prompt_mask, completion.tokens, mask)
+        keep = usable
+        if cfg.dynamic_sampling:
+            keep = usable & has_signal(rewards)
+        mask = completion.mask * jnp.repeat(keep, g)[:, None]
+        # one forward of the sampling policy gives pi_old and the entropy metric
+        logits = self.completion_logits(state.params, repeated.prompt, repeated.prompt_mask,
+                                        completion.tokens, completion.mask)
+        old = jnp.where(mask.astype(bool), categorical_log_prob(logits, completion.tokens),
+                        0.0)
         if cfg.kl_beta > 0:
             ref = self.policy.completion_log_probs(state.reference, repeated.prompt,
                                                    repeated.prompt_mask, completion.tokens, mask)
         else:
             ref = old
+        truncated = is_truncated(completion.tokens, completion.mask)
         group = lambda x: x.reshape(p, g, *x.shape[1:])  # noqa: E731
         batch = GroupBatch(
             obs={"prompt": group(repeated.prompt), "prompt_mask": group(repeated.prompt_mask),
                  "completion_mask": group(mask)},
             actions=group(completion.tokens), mask=group(mask), rewards=rewards,
             old_log_probs=group(jax.lax.stop_gradient(old)),
-            ref_log_probs=group(jax.lax.stop_gradient(ref)))
+            ref_log_probs=group(jax.lax.stop_gradient(ref)), truncated=group(truncated))
+        finite = jnp.repeat(usable, g)
+        metrics = {
+            **_sample_metrics(parts, completion.mask),
+            **_variant_metrics(parts, completion, logits, finite, truncated),
+            "kept_group_fraction": jnp.mean(keep.astype(jnp.float32)),
+            "nan_rewards": jnp.sum(nan).astype(jnp.int32),
+            "mean_level": jnp.mean(problems.level.astype(jnp.float32)),
+        }
+        return batch, metrics, selection
+
+    def grpo_update(self, state, problem_key, sample_key, update_key):
+        """One GRPO step: :meth:`grpo_batch`, then ``mu`` updates through
+        :func:`~rljax.algorithms.loops.multi_step_update`; ``(params, opt_state,
+        curriculum, metrics)`` with scalar ``[]`` metrics."""
+        cfg = self.config
+        batch, sample_metrics, selection = self.grpo_batch(state, problem_key, sample_key)
         params, _, opt_state, metrics = multi_step_update(
             self.grpo_transform(), self.rl_optimizer(), state.params, (), state.opt_state,
             batch, update_key, num_epochs=cfg.mu, num_minibatches=1)
         metrics = {
-            **_sample_metrics(parts, completion.mask),
-            "reward": jnp.mean(rewards),
+            **sample_metrics,
+            "reward": jnp.mean(batch.rewards),
             "zero_signal_fraction": 1.0 - metrics["signal_fraction"],
             "kl": metrics["kl"],
             "clip_fraction": metrics["clip_fraction"],
+            "clipfrac_low": metrics["clipfrac_low"],
+            "clipfrac_high": metrics["clipfrac_high"],
+            "entropy_kept_fraction": metrics.get("entropy_kept_fraction", jnp.ones(())),
             "loss": metrics["loss"],
-            "nan_rewards": jnp.sum(nan).astype(jnp.int32),
-            "mean_level": jnp.mean(problems.level.astype(jnp.float32)),
         }
         curriculum = state.curriculum
         if self.sampler is not None:
-            curriculum, _ = self.sampler.update(curriculum, selection, rewards)
+            curriculum, _ = self.sampler.update(curriculum, selection, batch.rewards)
         return params, opt_state, curriculum, metrics
 
     def ppo_actor_critic(self, params, obs):
@@ -517,6 +829,10 @@ class LMTrainer:
         spread = jnp.max(group_view, axis=1) != jnp.min(group_view, axis=1)
         metrics = {
             **_sample_metrics(parts, completion.mask),
+            **_variant_metrics(parts, completion, logits, ~nan,
+                               is_truncated(completion.tokens, completion.mask)),
+            "kept_group_fraction": 1.0 - jnp.mean(nan.astype(jnp.float32)),
+            "entropy_kept_fraction": jnp.ones(()),
             "reward": jnp.mean(reward),
             "zero_signal_fraction": 1.0 - jnp.mean(spread.astype(jnp.float32)),
             "kl": jnp.sum((old - ref) * maskf) / jnp.maximum(jnp.sum(maskf), 1.0),
@@ -544,20 +860,120 @@ def _sample_metrics(parts: Any, mask: Array) -> dict[str, Array]:
             "length": jnp.mean(jnp.sum(mask, axis=1).astype(jnp.float32))}
 
 
+def has_signal(rewards: Array) -> Array:
+    """bool ``[P]``: the group's rewards ``[P, G]`` are not all equal (a group-centred
+    advantage is not zero everywhere); ``dynamic_sampling`` keeps only these groups."""
+    return jnp.max(rewards, axis=1) != jnp.min(rewards, axis=1)
+
+
+def is_truncated(tokens: Array, mask: Array) -> Array:
+    """bool ``[N]``: the completion ``tokens [N, T]`` has no EOS among its real tokens
+    (``mask [N, T]``), i.e. it hit ``max_new_tokens`` unterminated (DAPO's overlong
+    filtering masks these)."""
+    return ~jnp.any((tokens == EOS_ID) & mask.astype(bool), axis=1)
+
+
+def _variant_metrics(parts: Any, completion: Any, logits: Array, finite: Array,
+                     truncated: Array) -> dict[str, Array]:
+    """``entropy`` (token mean over the completions with a finite reward, ``finite
+    [N]``, of the entropy of ``logits [N, T, V]``), the response lengths of the correct /
+    incorrect completions by the task's accuracy (NaN where there are none) and the
+    truncated share (``truncated [N]``)."""
+    mask = completion.mask.astype(jnp.float32)
+    weight = mask * finite.astype(jnp.float32)[:, None]
+    entropy = jax.lax.stop_gradient(categorical_entropy(logits))
+    lengths = jnp.sum(mask, axis=1)
+    correct = (parts.accuracy > 0.5).astype(jnp.float32)
+    return {
+        "entropy": jnp.sum(entropy * weight) / jnp.maximum(jnp.sum(weight), 1.0),
+        # 0 / 0 = NaN when no completion is (in)correct, as grpo's metrics of these names
+        "response_length_correct": jnp.sum(lengths * correct) / jnp.sum(correct),
+        "response_length_incorrect": (jnp.sum(lengths * (1.0 - correct))
+                                      / jnp.sum(1.0 - correct)),
+        "truncated_fraction": jnp.mean(truncated.astype(jnp.float32)),
+    }
+
+
+TASK_TOKENIZER = CharTokenizer(ARITHMETIC_ALPHABET)
+"""The arithmetic task's tokenizer; a checkpoint's vocabulary must be exactly this one."""
+
+
+def load_checkpoint_policy(config: LMTrainConfig) -> tuple[Decoder, Params]:
+    """Read ``config.checkpoint`` (host side) and check it fits the arithmetic task.
+
+    Checks, each a one-line error naming the file and field: a ``tokenizer.json`` (if the
+    directory has one) must be the task's character tokenizer (same special ids, every
+    character the same id; :func:`~rljax.policies.hf_checkpoint.check_tokenizer_matches`
+    for the size); ``config.json``'s ``vocab_size`` must equal its ``V`` (19); and
+    ``max_position_embeddings`` must be at least ``prompt_length + max_new_tokens``.
+
+    Returns:
+      ``(Decoder, {"params": tree})``: the checkpoint's decoder with its context (and KV
+      cache) cut to ``prompt_length + max_new_tokens`` (plain RoPE does not depend on it,
+      so the weights are unchanged), and its float32 params (e.g. ``embed_tokens/embedding
+      [V, W]``).
+    """
+    directory = Path(config.checkpoint).expanduser()
+    model, params = load_hf_checkpoint(directory)
+    vocab = TASK_TOKENIZER
+    if (directory / TOKENIZER_FILE).is_file():
+        tokenizer = load_hf_tokenizer(directory)
+        check_tokenizer_matches(tokenizer, model)
+        file = directory / TOKENIZER_FILE
+        specials = {"pad": (tokenizer.pad_id, vocab.pad_id), "bos": (tokenizer.bos_id,
+                    vocab.bos_id), "eos": (tokenizer.eos_id, vocab.eos_id)}
+        for name, (found, expected) in specials.items():
+            if found != expected:
+                raise ValueError(f"{file}: {name}_token id {found}, but the arithmetic "
+                                 f"task's character tokenizer uses {expected}")
+        try:
+            ids = tokenizer.encode(vocab.alphabet)
+        except ValueError:
+            ids = None
+        if tokenizer.vocab_size != vocab.vocab_size or ids is None or not np.array_equal(
+                ids, vocab.encode(vocab.alphabet)):
+            raise ValueError(f"{file}: not the arithmetic task's character tokenizer "
+                             f"({tokenizer.vocab_size} tokens; the task needs "
+                             f"{vocab.vocab_size}: PAD, BOS, EOS, then each of "
+                             f"{vocab.alphabet!r} as one token, ids 3..)")
+    if model.config.vocab_size != vocab.vocab_size:
+        raise ValueError(f"{directory / CONFIG_FILE}: vocab_size {model.config.vocab_size}, "
+                         f"but the arithmetic task's character tokenizer has "
+                         f"{vocab.vocab_size} ids (the policy must be trained on it)")
+    context = config.context_length
+    if model.config.max_position_embeddings < context:
+        raise ValueError(f"{directory / CONFIG_FILE}: max_position_embeddings "
+                         f"{model.config.max_position_embeddings} is shorter than "
+                         f"prompt_length + max_new_tokens = {context}")
+    policy = Decoder(dataclasses.replace(model.config, max_position_embeddings=context,
+                                         value_head=False))
+    return policy, params
+
+
 def make_lm_trainer(config: LMTrainConfig) -> LMTrainer:
     """Validate ``config`` and build the trainer (its ``init/advance/finish`` feed
     :class:`rljax.sweep.ChunkedSweep`; one seed's state per call, shapes as documented
-    on :class:`LMTrainer`)."""
+    on :class:`LMTrainer`). A ``checkpoint`` is read here, once, on the host
+    (:func:`load_checkpoint_policy`)."""
     config.validate()
-    policy = TinyLM(config.lm_config())
-    value = TinyLM(config.lm_config(value_head=True)) if config.algorithm == "ppo" else None
+    initial = None
+    if config.checkpoint:
+        policy, params = load_checkpoint_policy(config)
+        initial = InitialParams(params)
+    elif config.architecture == "decoder":
+        policy = Decoder(config.decoder_config())
+    else:
+        policy = TinyLM(config.lm_config())
+    value = None
+    if config.algorithm == "ppo":
+        value = type(policy)(dataclasses.replace(policy.config, value_head=True))
     sampler = None
     if config.curriculum != "none":
         classifier = DifficultyClassifier(len(config.levels))
         build = uniform_sampler if config.curriculum == "uniform" else prompt_gdro_sampler
         sampler = build(classifier, config.prompts_per_step, config.group_size)
     return LMTrainer(config=config, policy=policy, value=value, task=config.task(),
-                     sampler=sampler)
+                     sampler=sampler, initial=initial)
 
 
 def tree_bytes(tree: Any) -> int:
