@@ -47,7 +47,12 @@ from rljax.plots import plot_sample_efficiency
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
-from rljax.training.lm import LMTrainConfig, make_lm_trainer, training_step_memory
+from rljax.training.lm import (
+    LMTrainConfig,
+    load_checkpoint_policy,
+    make_lm_trainer,
+    training_step_memory,
+)
 
 NAME = "lm-grpo"
 SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs
@@ -82,6 +87,8 @@ class Config:
     run_ppo: bool = True
     measure_memory: bool = True
     curriculum: str = "none"
+    architecture: str = "tiny"
+    checkpoint: str = ""
     bootstrap_reps: int = 2000
 
     def level_tuple(self) -> tuple[int, ...]:
@@ -98,7 +105,8 @@ class Config:
             group_size=self.group_size, learning_rate=self.learning_rate,
             kl_beta=self.kl_beta, mu=self.mu, width=self.width, num_layers=self.num_layers,
             num_heads=self.num_heads, eval_prompts=self.eval_prompts,
-            curriculum=self.curriculum)
+            curriculum=self.curriculum, architecture=self.architecture,
+            checkpoint=self.checkpoint)
         if run == "format_only":
             return dataclasses.replace(base, reward_accuracy=0.0, reward_format=1.0)
         if run == "ppo":
@@ -123,6 +131,13 @@ class Config:
                 message = (f"levels: must fit this study's fixed LM settings ({message}), "
                            f"got {self.levels!r}")
             raise ConfigError(message) from None
+        if self.checkpoint:  # read it now: a mismatch is a one-line error, nothing written
+            try:
+                load_checkpoint_policy(self.train_config())
+            except ValueError as err:
+                raise ConfigError(str(err).splitlines()[0]) from None
+            except OSError as err:  # a missing directory or file
+                raise ConfigError(f"checkpoint: {err}".splitlines()[0]) from None
 
     def runs(self) -> tuple[str, ...]:
         return tuple(r for r in RUNS if r == "grpo" or (r == "format_only" and self.run_format_only)

@@ -1,6 +1,6 @@
-"""The README's figures for `ppo --env`, `bench ppo --env` and `recurrent-ppo` are the
-committed summaries' (``docs/figures/*.json``) at the README's rounding: a figure typed in
-by hand, or left behind by a re-run, fails."""
+"""The README's figures for `ppo --env`, `bench ppo --env`, `recurrent-ppo` and `bench lm`
+are the committed summaries' (``docs/figures/*.json``) at the README's rounding: a figure
+typed in by hand, or left behind by a re-run, fails."""
 
 from __future__ import annotations
 
@@ -48,6 +48,21 @@ def _bench(name: str) -> list[str]:
     return [ratios, returns]
 
 
+def _bench_lm() -> list[str]:
+    """The decoder rows of `rljax bench lm`: parameters, tokens/s, speed-up, memory."""
+    out = []
+    for size in _load("bench_lm.json")["decoder"]:
+        gen, step, mem = size["generation"], size["grpo_step"], size["memory"]
+        seconds = step["median_step_seconds"]
+        out += [f"{size['num_parameters']:,} params",
+                f"{gen['cached']['tokens_per_second']:,.0f} / "
+                f"{gen['uncached']['tokens_per_second']:,.0f} ({gen['cache_speedup']:.1f}×)",
+                f"{seconds:.{3 if seconds < 1 else 2}f} s, "
+                f"{step['tokens_per_second']:,.0f} tokens/s",
+                f"= **{mem['ratio']:.2f}**"]
+    return out
+
+
 def _recurrent() -> list[str]:
     s = _load("recurrent_ppo.json")
     gru, ff, diff = s["gru_final_iqm"], s["ff_final_iqm"], s["paired_difference"]
@@ -67,6 +82,7 @@ EXPECTED = {
     "bench ppo Pendulum-v1": _bench("bench_ppo_Pendulum-v1.json"),
     "bench ppo Breakout-MinAtar": _bench("bench_ppo_Breakout-MinAtar.json"),
     "recurrent-ppo": _recurrent(),
+    "bench lm (decoder)": _bench_lm(),
 }
 
 
