@@ -28,9 +28,7 @@ def test_quick_run_reports_every_figure(result):
         assert all(_positive(gen[side][k]) for k in
                    ("compile_seconds", "median_seconds", "tokens_per_second"))
     assert _positive(gen["cache_speedup"])
-    assert [s["algorithm"] for s in result["steps"]] == ["grpo", "ppo"]
-    assert all(_positive(s["median_step_seconds"]) for s in result["steps"])
-    assert result["steps"][0]["completions_per_step"] == 4
+    assert result["steps"] == []  # the TinyLM trainer's steps: full runs only
     assert [d["name"] for d in result["decoder"]] == [s.name for s in bench.QUICK_DECODER_SIZES]
     for d, size in zip(result["decoder"], bench.QUICK_DECODER_SIZES, strict=True):
         g, s = d["generation"], d["grpo_step"]

@@ -235,7 +235,31 @@ def _rl_then_search(s):
     ]
 
 
-MAKERS = {"orm-vs-prm": _orm, "rl-then-search": _rl_then_search,
+def _lm_variants(s):
+    """The README's lm-variants table rows and the two verdict lines."""
+    per, ref = s["per_arm"], s["reference"]
+    rows = []
+    for arm in s["arms"]:
+        p = per[arm]
+        diff = "—" if arm == ref else ci(p["difference"], p["difference_ci"], sign=True)
+        holm = "—" if arm == ref else f"{p['p_holm']:.3f}"
+        rows.append(f"| {arm} | {p['learning_rate']:g} | "
+                    f"{ci(p['accuracy'], p['accuracy_ci'])} | {diff} | {holm} |")
+    d, e = s["claims"]["dr_grpo_length"], s["claims"]["dapo_entropy"]
+
+    def change(v, digits):
+        return ci(v["point"], v["ci"], digits, sign=True)
+
+    rows.append(f"GRPO {change(d['grpo_change'], 2)}, Dr. GRPO "
+                f"{change(d['dr_grpo_change'], 2)}, paired difference "
+                f"{change(d['grpo_minus_dr_grpo'], 2)} tokens: **{d['verdict']}**")
+    rows.append(f"symmetric clip {change(e['dapo_sym_clip_change'], 3)}, clip-higher "
+                f"{change(e['dapo_change'], 3)}, paired difference "
+                f"{change(e['dapo_minus_sym_clip'], 3)} nats: **{e['verdict']}**")
+    return rows
+
+
+MAKERS = {"orm-vs-prm": _orm, "lm-variants": _lm_variants, "rl-then-search": _rl_then_search,
           "test-time-search": _test_time_search, "lm-grpo": _lm_grpo,
           "ppo-cartpole": _ppo_cartpole, "four-answer": _four_answer, "gdro": _gdro,
           "grpo-signal": _grpo_signal, "interval-coverage": _interval_coverage}

@@ -1,0 +1,601 @@
+"""Study ``lm-variants``: GRPO and five published variants, each tuned with an equal budget.
+
+The arms (the knobs of :class:`rljax.training.lm.LMTrainConfig`; the formulas are in
+:mod:`rljax.algorithms.grpo`):
+
+===============  ===========================================================================
+arm              settings
+===============  ===========================================================================
+grpo             group-relative advantage (mean and std of the group), per-response length
+                 normalisation (``sequence-mean-token-mean``); Shao et al. (2024)
+dr_grpo          group-mean advantage (no std), ``sequence-mean-token-sum-norm`` (a constant
+                 normaliser instead of each response's length); Liu et al. (2025)
+dapo             clip-higher (0.2 / 0.28), ``token-mean``, dynamic sampling (groups without
+                 signal leave the loss) and overlong reward shaping; Yu et al. (2025)
+dapo_sym_clip    DAPO with a symmetric clip (0.2 / 0.2): the ablation that isolates clip-higher
+gspo             sequence-level importance ratio, clip 3e-4 / 4e-4; Zheng et al. (2025)
+rloo             leave-one-out baseline; Ahmadian et al. (2024)
+reinforce_pp     REINFORCE++: group-free, batch-whitened advantages, ``token-mean``;
+                 Hu et al. (2025)
+===============  ===========================================================================
+
+Every arm has no KL term (``kl_beta = 0``), ``mu`` inner iterations per batch (2 by default:
+with one, every ratio is 1 and no clip can act), the same prompts and completions per step
+(equal rollouts: DAPO's dynamic sampling is the equal-budget form, see
+:class:`~rljax.training.lm.LMTrainConfig`), the same warm-up (seed ``i``'s key is the same in
+every arm, so its supervised warm-up is bitwise the same) and the same evaluation prompts.
+
+**Tuning.** Each arm's learning rate is chosen from the same grid (``lr_grid``, ``K``
+rates) on the same ``tuning_seeds`` seeds by the mean final held-out accuracy; only the
+winner is re-run on ``seeds`` fresh evaluation seeds (:func:`rljax.tune.equal_budget`;
+the winner's curse is measured as the optimism). The winners are compared with GRPO's
+winner on the shared evaluation seeds: paired differences with their interval, and paired
+t-test p-values Holm-corrected over the arms.
+
+**Task.** Level 4 of :mod:`rljax.envs.arithmetic` by default: linear equations solved in
+``;``-separated steps (``3x+4=19;`` -> ``3x=15;x=5``), where a completion's length can
+vary (more or fewer steps, up to ``max_new_tokens``), so the length claim can be measured.
+Held out means disjoint: the evaluation prompts are one fixed draw (``eval_seed``, held
+fixed across seeds and arms) from the eval split.
+
+**Verdicts** on two published claims:
+
+* Dr. GRPO (Liu et al., 2025, arXiv:2503.20783): GRPO's per-response length normalisation
+  lets incorrect responses grow longer during training; Dr. GRPO's does not. Measured as
+  the change of the mean length of incorrect completions from the first to the last chunk,
+  per seed.
+* DAPO (Yu et al., 2025, arXiv:2503.14476): clip-higher keeps the policy's entropy from
+  collapsing. Measured as the change of the mean per-token entropy of the sampled
+  completions from the first to the last chunk, DAPO vs its symmetric-clip ablation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from rljax import io, stats
+from rljax.config import ConfigError, require_int
+from rljax.plots import plot_sample_efficiency
+from rljax.report import Figure, figures_table, format_number
+from rljax.stats.reported import reported_interval
+from rljax.sweep import ChunkedSweep
+from rljax.training.lm import LMTrainConfig, make_lm_trainer
+
+NAME = "lm-variants"
+DESCRIPTION = ("GRPO, Dr. GRPO, DAPO, GSPO, RLOO and REINFORCE++ on linear equations, each "
+               "arm's learning rate tuned with an equal budget and compared on fresh seeds")
+
+ARMS: dict[str, dict[str, Any]] = {
+    "grpo": {"advantage": "group_relative", "aggregation": "sequence-mean-token-mean"},
+    "dr_grpo": {"advantage": "group_mean", "aggregation": "sequence-mean-token-sum-norm"},
+    "dapo": {"advantage": "group_relative", "aggregation": "token-mean",
+             "clip_epsilon": 0.2, "clip_epsilon_high": 0.28, "dynamic_sampling": True,
+             "overlong": True},
+    "dapo_sym_clip": {"advantage": "group_relative", "aggregation": "token-mean",
+                      "clip_epsilon": 0.2, "clip_epsilon_high": 0.2,
+                      "dynamic_sampling": True, "overlong": True},
+    "gspo": {"advantage": "group_relative", "aggregation": "sequence-mean-token-mean",
+             "sequence_ratio": True, "clip_epsilon": 3e-4, "clip_epsilon_high": 4e-4},
+    "rloo": {"advantage": "leave_one_out", "aggregation": "sequence-mean-token-mean"},
+    "reinforce_pp": {"advantage": "reinforce_pp", "aggregation": "token-mean"},
+}
+REFERENCE = "grpo"
+CURVES = ("eval_held_out_accuracy", "accuracy", "entropy", "response_length_correct",
+          "response_length_incorrect")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The study's knobs (``rljax run lm-variants --set name=value``).
+
+    ``seeds`` are the evaluation seeds of every arm's winner; ``tuning_seeds`` (disjoint,
+    ids ``0 ..``) pick each arm's learning rate from ``lr_grid``; ``arms`` is a
+    comma-separated subset of :data:`ARMS` that must contain ``grpo`` (the reference).
+    The rest are :class:`rljax.training.lm.LMTrainConfig` fields shared by every arm
+    (``architecture="decoder"`` for the Llama-style decoder; ``checkpoint`` a local
+    Hugging Face-layout directory to start every seed from, docs/hf_checkpoints.md).
+    """
+
+    seeds: int = 16
+    tuning_seeds: int = 2
+    block_size: int = 2
+    base_seed: int = 0
+    arms: str = ",".join(ARMS)
+    lr_grid: str = "1e-4,3e-4,1e-3"
+    levels: str = "4"
+    prompt_length: int = 11
+    max_new_tokens: int = 16
+    sft_steps: int = 300
+    rl_steps: int = 100
+    steps_per_chunk: int = 25
+    prompts_per_step: int = 8
+    group_size: int = 8
+    mu: int = 2
+    overlong_cache: int = 3
+    width: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    eval_prompts: int = 256
+    architecture: str = "tiny"
+    checkpoint: str = ""
+    bootstrap_reps: int = 2000
+
+    def arm_names(self) -> tuple[str, ...]:
+        names = tuple(a.strip() for a in self.arms.split(",") if a.strip())
+        unknown = [a for a in names if a not in ARMS]
+        if unknown or not names or REFERENCE not in names or len(set(names)) != len(names):
+            raise ConfigError(f"arms: must be distinct names from {', '.join(ARMS)} including "
+                              f"{REFERENCE!r}, got {self.arms!r}")
+        return names
+
+    def learning_rates(self) -> tuple[float, ...]:
+        try:
+            rates = tuple(float(v) for v in self.lr_grid.split(",") if v.strip())
+        except ValueError:
+            rates = ()
+        if not rates or not all(math.isfinite(r) and r > 0 for r in rates):
+            raise ConfigError(f"lr_grid: must be comma-separated positive numbers, got "
+                              f"{self.lr_grid!r}")
+        return rates
+
+    def level_tuple(self) -> tuple[int, ...]:
+        try:
+            return tuple(int(v) for v in self.levels.split(",") if v.strip())
+        except ValueError:
+            raise ConfigError(f"levels: must be comma-separated integers in 0..4, got "
+                              f"{self.levels!r}") from None
+
+    def train_config(self, arm: str = REFERENCE, learning_rate: float | None = None
+                     ) -> LMTrainConfig:
+        """The LMTrainConfig of ``arm`` at ``learning_rate`` (default: the grid's first)."""
+        knobs = dict(ARMS[arm])
+        overlong = knobs.pop("overlong", False)
+        if overlong:
+            knobs.update(overlong_max_length=self.max_new_tokens,
+                         overlong_cache=self.overlong_cache)
+        rate = self.learning_rates()[0] if learning_rate is None else learning_rate
+        return LMTrainConfig(
+            levels=self.level_tuple(), prompt_length=self.prompt_length,
+            max_new_tokens=self.max_new_tokens, sft_steps=self.sft_steps,
+            rl_steps=self.rl_steps, steps_per_chunk=self.steps_per_chunk,
+            prompts_per_step=self.prompts_per_step, group_size=self.group_size,
+            learning_rate=float(rate), mu=self.mu, width=self.width,
+            num_layers=self.num_layers, num_heads=self.num_heads,
+            eval_prompts=self.eval_prompts, architecture=self.architecture,
+            checkpoint=self.checkpoint, kl_beta=0.0, **knobs)
+
+    def validate(self) -> None:
+        require_int("seeds", self.seeds, 2)
+        require_int("tuning_seeds", self.tuning_seeds, 2)
+        require_int("block_size", self.block_size, 1)
+        require_int("base_seed", self.base_seed, 0, 2**31 - 1)
+        require_int("bootstrap_reps", self.bootstrap_reps, 1)
+        names = self.arm_names()
+        self.learning_rates()
+        if not self.level_tuple():
+            raise ConfigError(f"levels: must name at least one level, got {self.levels!r}")
+        for arm in names:
+            try:
+                self.train_config(arm).validate()
+            except ValueError as err:
+                raise ConfigError(_study_message(str(err), self)) from None
+        require_int("overlong_cache", self.overlong_cache, 0, self.max_new_tokens - 1)
+        try:  # reads a checkpoint, if any, and checks it fits the task
+            trainer = make_lm_trainer(self.train_config())
+        except ValueError as err:
+            raise ConfigError(str(err).splitlines()[0]) from None
+        except OSError as err:  # a missing directory or file
+            raise ConfigError(f"checkpoint: {err}".splitlines()[0]) from None
+        if not trainer.task.held_out_levels:
+            raise ConfigError(f"levels: need a level with a held-out split (1, 2 or 4), got "
+                              f"{self.levels!r}")
+
+
+def _study_message(message: str, config: Config) -> str:
+    """An LMTrainConfig / task error in the study's field names (the task's
+    ``solution_length`` is the study's ``max_new_tokens``)."""
+    name = message.split(":", 1)[0]
+    if name == "solution_length":
+        return "max_new_tokens" + message[len(name):]
+    if name not in {f.name for f in dataclasses.fields(config)}:
+        return f"levels: must fit this study's LM settings ({message}), got {config.levels!r}"
+    return message
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def held_out_scores(correct: np.ndarray, held_out: np.ndarray) -> np.ndarray:
+    """Per-seed held-out accuracy: ``correct [..., S, P]`` averaged over the held-out
+    columns ``held_out [P]`` -> ``[..., S]``."""
+    correct = np.asarray(correct, np.float64)
+    return correct[..., np.asarray(held_out, bool)].mean(axis=-1)
+
+
+def _runner(config: Config, arm: str, held_out: np.ndarray, store: dict[str, Any],
+            split: Any) -> Any:
+    """``run_configs(indices, first_seed, num_seeds) -> [k, num_seeds]`` final held-out
+    accuracy for :func:`rljax.tune.tune`; every call's outputs are kept in ``store``."""
+    rates = config.learning_rates()
+    sweeps: dict[int, ChunkedSweep] = {}  # one compiled program per rate, reused
+
+    def sweep_for(i: int) -> ChunkedSweep:
+        if i not in sweeps:
+            trainer = make_lm_trainer(config.train_config(arm, rates[i]))
+            sweeps[i] = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
+                                     num_chunks=trainer.config.num_chunks,
+                                     base_seed=config.base_seed, block_size=config.block_size)
+        return sweeps[i]
+
+    def run_configs(indices, first_seed, num_seeds):
+        phase = "evaluation" if first_seed == split.evaluation_first else "tuning"
+        scores, outputs, seconds = [], [], 0.0
+        for i in np.asarray(indices, np.int64):
+            result = sweep_for(int(i)).run(int(num_seeds), first_seed=int(first_seed),
+                               desc=f"{NAME}:{arm}:lr={rates[int(i)]:g}:{phase}")
+            seconds += result.compile_seconds + result.run_seconds
+            outputs.append({"logs": {k: np.asarray(v) for k, v in result.outputs["logs"].items()
+                                     if k in CURVES or k == "length"},
+                            "final": {k: np.asarray(v) for k, v in
+                                      result.outputs["final"].items()}})
+            scores.append(held_out_scores(outputs[-1]["final"]["eval_correct"], held_out))
+        store[phase] = {"indices": np.asarray(indices, np.int64), "outputs": outputs,
+                        "seconds": seconds}
+        return np.stack(scores)
+
+    return run_configs
+
+
+def run(config: Config, out_dir: Path) -> dict[str, Any]:
+    """Tune, evaluate and compare every arm; writes results.parquet, summary.json,
+    report.md and the curves (accuracy.png, entropy.png, length_incorrect.png)."""
+    from rljax.tune import equal_budget, seed_split
+
+    start = time.perf_counter()
+    config.validate()
+    trainer = make_lm_trainer(config.train_config())
+    held_out = np.asarray(trainer.eval_held_out())
+    split = seed_split(tuning_seeds=config.tuning_seeds, evaluation_seeds=config.seeds)
+    arms = config.arm_names()
+    stores: dict[str, dict[str, Any]] = {a: {} for a in arms}
+    runners = {a: _runner(config, a, held_out, stores[a], split) for a in arms}
+    keys = iter(jax.random.split(jax.random.key(config.base_seed + 17), 256))
+    compared = equal_budget(runners, num_configs={a: len(config.learning_rates()) for a in arms},
+                            split=split, key=next(keys), reps=config.bootstrap_reps,
+                            reference=REFERENCE)
+    winners = {a: stores[a]["evaluation"]["outputs"][0] for a in arms}
+    summary = summarise(config, compared, winners, held_out, keys)
+    summary["train_seconds"] = {a: sum(stores[a][phase]["seconds"] for phase in stores[a])
+                                for a in arms}
+    summary["wall_seconds"] = time.perf_counter() - start
+    io.write_parquet(out_dir / "results.parquet", _table(winners, config))
+    io.write_json(out_dir / "summary.json", summary)
+    _plots(winners, config, out_dir, held_out, keys)
+    io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
+    return summary
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def chunk_means(logs: dict[str, np.ndarray], metric: str) -> np.ndarray:
+    """``[S, C]`` per-chunk mean of a per-step metric ``logs[metric] [S, C, K]``, ignoring
+    the NaN steps (e.g. a step without an incorrect completion); NaN if a chunk has none."""
+    values = np.asarray(logs[metric], np.float64)
+    counts = np.sum(np.isfinite(values), axis=-1)
+    sums = np.nansum(values, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def change(logs: dict[str, np.ndarray], metric: str) -> np.ndarray:
+    """``[S]`` last-chunk minus first-chunk mean of ``metric`` per seed."""
+    means = chunk_means(logs, metric)
+    return means[:, -1] - means[:, 0]
+
+
+def _finite_mean(values: np.ndarray) -> float:
+    """Mean of the finite entries of ``values [S]`` (NaN when there are none)."""
+    values = np.asarray(values, np.float64)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+def _mean_interval(values: np.ndarray, key: Any, reps: int) -> dict[str, Any]:
+    values = np.asarray(values, np.float64)
+    finite = values[np.isfinite(values)]
+    if finite.size < 2:
+        return {"point": float("nan"), "ci": [float("nan"), float("nan")], "n": int(finite.size),
+                "note": "fewer than 2 seeds with a value"}
+    iv = reported_interval("mean", finite, key=key, reps=reps)
+    return {"point": iv.point, "ci": [iv.low, iv.high], "n": int(finite.size), "note": iv.note}
+
+
+def _paired_interval(x: np.ndarray, y: np.ndarray, key: Any, reps: int) -> dict[str, Any]:
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    both = np.isfinite(x) & np.isfinite(y)
+    if both.sum() < 2:
+        return {"point": float("nan"), "ci": [float("nan"), float("nan")], "n": int(both.sum()),
+                "note": "fewer than 2 seeds with both values"}
+    iv = reported_interval("paired_difference", x[both], y[both], key=key, reps=reps)
+    return {"point": iv.point, "ci": [iv.low, iv.high], "n": int(both.sum()), "note": iv.note}
+
+
+def _above(iv: dict[str, Any]) -> bool:
+    return bool(np.isfinite(iv["ci"][0]) and iv["ci"][0] > 0)
+
+
+def _below(iv: dict[str, Any]) -> bool:
+    return bool(np.isfinite(iv["ci"][1]) and iv["ci"][1] < 0)
+
+
+def drgrpo_verdict(grpo_change: dict[str, Any], drgrpo_change: dict[str, Any],
+                   difference: dict[str, Any]) -> str:
+    """The Dr. GRPO claim's verdict from the incorrect-length changes (each a dict with
+    ``ci [2]``, last chunk minus first, per seed).
+
+    ``not observed``: GRPO's incorrect completions did not grow (its interval is not above
+    0), so there is no growth for Dr. GRPO to prevent. ``supported``: they grew and by more
+    than Dr. GRPO's (the paired GRPO - Dr. GRPO interval is above 0). ``contradicted``:
+    they grew but by less than Dr. GRPO's (paired interval below 0). ``not resolved``: the
+    paired interval includes 0.
+    """
+    if not _above(grpo_change):
+        return "not observed"
+    if _above(difference):
+        return "supported"
+    return "contradicted" if _below(difference) else "not resolved"
+
+
+def dapo_verdict(sym_change: dict[str, Any], dapo_change: dict[str, Any],
+                 difference: dict[str, Any]) -> str:
+    """The DAPO clip-higher claim's verdict from the entropy changes (each a dict with
+    ``ci [2]``, last chunk minus first, per seed).
+
+    No collapse to prevent (the symmetric-clip arm's entropy change is not below 0):
+    ``no collapse``. Otherwise ``supported`` when clip-higher's final-minus-first entropy
+    is above the symmetric arm's (paired interval above 0), ``contradicted`` when below,
+    ``not resolved`` when the paired interval includes 0.
+    """
+    if not _below(sym_change):
+        return "no collapse"
+    if _above(difference):
+        return "supported"
+    return "contradicted" if _below(difference) else "not resolved"
+
+
+def summarise(config: Config, compared: Any, winners: dict[str, Any], held_out: np.ndarray,
+              keys: Any) -> dict[str, Any]:
+    """The summary dict: per-arm accuracy (two-way), tuning, paired differences with Holm
+    p-values, curves' first/last chunk and the two verdicts."""
+    reps = config.bootstrap_reps
+    rates = config.learning_rates()
+    arms = list(winners)
+    others = [a for a in arms if a != REFERENCE]
+    per_arm: dict[str, Any] = {}
+    for a in arms:
+        result = compared.results[a]
+        correct = np.asarray(winners[a]["final"]["eval_correct"], np.float64)[:, held_out]
+        start = np.asarray(winners[a]["final"]["start_correct"], np.float64)[:, held_out]
+        acc = reported_interval("two_way_mean", correct, key=next(keys), reps=reps)
+        logs = winners[a]["logs"]
+        per_arm[a] = {
+            "learning_rate": rates[result.best],
+            "tuning_means": [float(v) for v in np.mean(result.tuning_scores, axis=1)],
+            "tuning_point": result.tuning_point,
+            "optimism": float(result.optimism.point),
+            "optimism_ci": [float(result.optimism.low), float(result.optimism.high)],
+            "accuracy": acc.point, "accuracy_ci": [acc.low, acc.high],
+            "accuracy_start": float(start.mean()),
+            "evaluation_scores": [float(v) for v in result.evaluation_scores],
+            **{f"{m}_first": _finite_mean(chunk_means(logs, m)[:, 0]) for m in CURVES
+               if m in logs and m != "eval_held_out_accuracy"},
+            **{f"{m}_last": _finite_mean(chunk_means(logs, m)[:, -1]) for m in CURVES
+               if m in logs and m != "eval_held_out_accuracy"},
+        }
+    notes = {"accuracy": acc.note}
+    pvalues = {}
+    for a in others:
+        x = np.asarray(compared.results[a].evaluation_scores, np.float64)
+        y = np.asarray(compared.results[REFERENCE].evaluation_scores, np.float64)
+        d = compared.differences[a]
+        per_arm[a]["difference"] = d.point
+        per_arm[a]["difference_ci"] = [d.low, d.high]
+        notes["difference"] = d.note
+        same = np.allclose(x, y)
+        pvalues[a] = 1.0 if same else float(scipy.stats.ttest_rel(x, y).pvalue)
+    if others:
+        adjusted = stats.holm([pvalues[a] for a in others]).adjusted
+        for a, p in zip(others, np.asarray(adjusted).tolist(), strict=True):
+            per_arm[a]["p_value"] = pvalues[a]
+            per_arm[a]["p_holm"] = float(p)
+    claims: dict[str, Any] = {}
+    if "dr_grpo" in winners:
+        g = change(winners[REFERENCE]["logs"], "response_length_incorrect")
+        d = change(winners["dr_grpo"]["logs"], "response_length_incorrect")
+        gi, di = _mean_interval(g, next(keys), reps), _mean_interval(d, next(keys), reps)
+        diff = _paired_interval(g, d, next(keys), reps)
+        claims["dr_grpo_length"] = {
+            "claim": "GRPO's per-response length normalisation makes incorrect responses "
+                     "grow longer during training; Dr. GRPO does not (Liu et al., 2025)",
+            "grpo_change": gi, "dr_grpo_change": di, "grpo_minus_dr_grpo": diff,
+            "verdict": drgrpo_verdict(gi, di, diff)}
+    if "dapo" in winners and "dapo_sym_clip" in winners:
+        s = change(winners["dapo_sym_clip"]["logs"], "entropy")
+        d = change(winners["dapo"]["logs"], "entropy")
+        si, di = _mean_interval(s, next(keys), reps), _mean_interval(d, next(keys), reps)
+        diff = _paired_interval(d, s, next(keys), reps)
+        g = change(winners[REFERENCE]["logs"], "entropy")
+        claims["dapo_entropy"] = {
+            "claim": "clip-higher keeps the policy's entropy from collapsing (Yu et al., 2025)",
+            "dapo_sym_clip_change": si, "dapo_change": di, "dapo_minus_sym_clip": diff,
+            "grpo_change": _mean_interval(g, next(keys), reps),
+            "verdict": dapo_verdict(si, di, diff)}
+    return {
+        "experiment": NAME,
+        "arms": arms,
+        "reference": REFERENCE,
+        "protocol": {"lr_grid": list(rates), "tuning_seeds": config.tuning_seeds,
+                     "evaluation_seeds": config.seeds, "selection": "mean held-out accuracy",
+                     "rl_steps": config.rl_steps, "prompts_per_step": config.prompts_per_step,
+                     "group_size": config.group_size, "mu": config.mu,
+                     "levels": list(config.level_tuple()), "sft_steps": config.sft_steps,
+                     "max_new_tokens": config.max_new_tokens},
+        "eval_set": {"eval_seed": config.train_config().eval_seed,
+                     "prompts": int(held_out.shape[0]),
+                     "held_out_prompts": int(held_out.sum())},
+        "per_arm": per_arm,
+        "claims": claims,
+        "interval_notes": notes,
+    }
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def _table(winners: dict[str, Any], config: Config) -> pd.DataFrame:
+    """One row per (arm, evaluation seed, RL step) of every winner: the per-step metrics,
+    and the chunk-end held-out evaluation on the chunk's last step."""
+    frames = []
+    k = config.steps_per_chunk
+    for name, out in winners.items():
+        logs = out["logs"]
+        s, c = np.asarray(logs["eval_held_out_accuracy"]).shape
+        frame = {"arm": np.repeat(name, s * c * k),
+                 "seed": np.repeat(np.arange(config.tuning_seeds,
+                                             config.tuning_seeds + s), c * k),
+                 "step": np.tile(np.arange(c * k) + 1, s)}
+        for metric, values in logs.items():
+            values = np.asarray(values, np.float64)
+            if values.ndim == 3:
+                frame[metric] = values.reshape(-1)
+            else:
+                full = np.full((s, c, k), np.nan)
+                full[:, :, -1] = values
+                frame[metric] = full.reshape(-1)
+        frames.append(pd.DataFrame(frame))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _plots(winners: dict[str, Any], config: Config, out_dir: Path, held_out: np.ndarray,
+           keys: Any) -> None:
+    k = config.steps_per_chunk
+    curves = {}
+    for name, out in winners.items():
+        start = held_out_scores(out["final"]["start_correct"], held_out)
+        curves[name] = np.concatenate([start[:, None], out["logs"]["eval_held_out_accuracy"]],
+                                      axis=1)[:, None, :]
+    steps = np.arange(next(iter(curves.values())).shape[-1]) * k
+    bands = stats.sample_efficiency_curves(curves, "mean", key=next(keys),
+                                           reps=config.bootstrap_reps)
+    io.write_figure(out_dir / "accuracy.png", plot_sample_efficiency(
+        steps, bands, xlabel="RL step",
+        ylabel="held-out greedy accuracy (mean, 95% CI over seeds)",
+        title=f"{NAME}: accuracy"))
+    for metric, file, label in (("entropy", "entropy.png", "policy entropy (nats / token)"),
+                                ("response_length_incorrect", "length_incorrect.png",
+                                 "length of incorrect completions (tokens)"),
+                                ("response_length_correct", "length_correct.png",
+                                 "length of correct completions (tokens)")):
+        per = {}
+        for name, out in winners.items():
+            if metric not in out["logs"]:
+                continue
+            means = chunk_means(out["logs"], metric)
+            if np.isfinite(means).all():
+                per[name] = means[:, None, :]
+        if not per:
+            continue
+        chunk_steps = (np.arange(next(iter(per.values())).shape[-1]) + 1) * k
+        bands = stats.sample_efficiency_curves(per, "mean", key=next(keys),
+                                               reps=config.bootstrap_reps)
+        io.write_figure(out_dir / file, plot_sample_efficiency(
+            chunk_steps, bands, xlabel="RL step", ylabel=label, title=f"{NAME}: {metric}"))
+
+
+def _iv(point: float, ci: list[float]) -> str:
+    return f"{format_number(point)} [{format_number(ci[0])}, {format_number(ci[1])}]"
+
+
+def report_markdown(summary: dict[str, Any], config: Config) -> str:
+    """The study's report.md: accuracy table, paired differences, the two verdicts and
+    the procedure."""
+    per, proto, ev = summary["per_arm"], summary["protocol"], summary["eval_set"]
+    figures = [Figure(f"{a}: held-out accuracy", p["accuracy"], *p["accuracy_ci"],
+                      f"lr {p['learning_rate']:g}; after warm-up "
+                      f"{format_number(p['accuracy_start'])}")
+               for a, p in per.items()]
+    lines = [
+        f"# {NAME}", "", DESCRIPTION + ".", "",
+        f"Levels {proto['levels']}; warm-up {proto['sft_steps']} supervised steps; "
+        f"{proto['rl_steps']} RL steps of {proto['prompts_per_step']} prompts x "
+        f"{proto['group_size']} completions (mu {proto['mu']}) in every arm; learning rate "
+        f"of each arm chosen from {proto['lr_grid']} on {proto['tuning_seeds']} tuning seeds, "
+        f"winners run on {proto['evaluation_seeds']} fresh seeds; {ev['held_out_prompts']} "
+        f"held-out evaluation prompts (one fixed draw, eval_seed {ev['eval_seed']}, shared "
+        "by every seed and arm).", "", figures_table(figures), "",
+        "## Paired differences against GRPO (evaluation seeds)", "",
+        "| arm | tuned lr | difference in held-out accuracy [95 % CI] | p (paired t) | "
+        "p (Holm) | optimism of tuning |", "|---|---:|---|---:|---:|---|"]
+    for a, p in per.items():
+        if a == REFERENCE:
+            continue
+        lines.append(f"| {a} | {p['learning_rate']:g} | {_iv(p['difference'], p['difference_ci'])}"
+                     f" | {format_number(p['p_value'])} | {format_number(p['p_holm'])} | "
+                     f"{_iv(p['optimism'], p['optimism_ci'])} |")
+    grid = proto["lr_grid"]
+    low_edge = [a for a, p in per.items() if p["learning_rate"] == min(grid)]
+    high_edge = [a for a, p in per.items() if p["learning_rate"] == max(grid)]
+    if len(grid) > 1 and (low_edge or high_edge):
+        edges = []
+        if low_edge:
+            edges.append(f"the grid's lowest rate ({min(grid):g}) for {', '.join(low_edge)}")
+        if high_edge:
+            edges.append(f"the grid's highest rate ({max(grid):g}) for {', '.join(high_edge)}")
+        lines += ["", f"The tuned rate is {' and '.join(edges)}: the best rate may lie "
+                  "outside the grid, so each arm's figure is its best within this grid, not "
+                  "its best."]
+    lines += ["", "## Claims", ""]
+    claims = summary["claims"]
+    if "dr_grpo_length" in claims:
+        c = claims["dr_grpo_length"]
+        lines += [
+            f"**Dr. GRPO** — {c['claim']}. Change of the mean length of incorrect "
+            "completions, last chunk minus first: GRPO "
+            f"{_iv(c['grpo_change']['point'], c['grpo_change']['ci'])}, Dr. GRPO "
+            f"{_iv(c['dr_grpo_change']['point'], c['dr_grpo_change']['ci'])}, paired "
+            f"difference {_iv(c['grpo_minus_dr_grpo']['point'], c['grpo_minus_dr_grpo']['ci'])}"
+            f" tokens. Verdict: **{c['verdict']}**.", ""]
+    if "dapo_entropy" in claims:
+        c = claims["dapo_entropy"]
+        lines += [
+            f"**DAPO** — {c['claim']}. Change of the mean per-token entropy, last chunk minus "
+            "first: symmetric clip "
+            f"{_iv(c['dapo_sym_clip_change']['point'], c['dapo_sym_clip_change']['ci'])}, "
+            f"clip-higher {_iv(c['dapo_change']['point'], c['dapo_change']['ci'])}, paired "
+            f"difference {_iv(c['dapo_minus_sym_clip']['point'], c['dapo_minus_sym_clip']['ci'])}"
+            f" nats (GRPO: {_iv(c['grpo_change']['point'], c['grpo_change']['ci'])}). "
+            f"Verdict: **{c['verdict']}**.", ""]
+    lines += [
+        "Verdicts: *supported* / *contradicted* need the paired interval to exclude 0; "
+        "*not resolved* means it does not; *not observed* (Dr. GRPO) means GRPO's incorrect "
+        "completions did not grow here, *no collapse* (DAPO) that the symmetric-clip arm's "
+        "entropy did not fall, so there was nothing for either fix to act on.", "",
+        "## Procedure", "",
+        "Intervals: per-arm accuracy is two-way (seeds and prompts resampled; "
+        f"{summary['interval_notes']['accuracy']}); paired differences are over the "
+        f"evaluation seeds ({summary['interval_notes'].get('difference', 'n/a')}); p-values "
+        "are paired t-tests over the same seeds, Holm-corrected over the arms. The "
+        "evaluation prompts are one draw held fixed across seeds and arms, so the paired "
+        "differences are conditional on that draw.", ""]
+    return "\n".join(lines)

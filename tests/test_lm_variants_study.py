@@ -1,0 +1,217 @@
+"""The lm-variants study: the tuning protocol, paired differences, Holm, the two verdicts
+(on synthetic runs whose answer is known), a tiny real run through the CLI, bad input."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments import lm_variants
+from rljax.cli import main
+from rljax.stats import holm
+
+TINY = ("sft_steps=0", "rl_steps=2", "steps_per_chunk=1", "prompts_per_step=2",
+        "group_size=2", "width=16", "num_layers=1", "num_heads=2", "eval_prompts=8",
+        "bootstrap_reps=50", "arms=grpo", "lr_grid=1e-3", "tuning_seeds=2",
+        "max_new_tokens=14", "mu=1")
+
+
+@pytest.mark.timeout(300)
+def test_tiny_study_through_the_cli(tmp_path):
+    out = tmp_path / "lmv"
+    args = ["run", "lm-variants", "--out", str(out), "--seeds", "2", "--block-size", "2"]
+    for s in TINY:
+        args += ["--set", s]
+    assert main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["arms"] == ["grpo"]  # the arms' statistics: the synthetic tests below
+    per = summary["per_arm"]["grpo"]
+    low, high = per["accuracy_ci"]
+    assert low <= per["accuracy"] <= high and per["learning_rate"] == 1e-3
+    for metric in ("entropy", "response_length_incorrect", "accuracy"):
+        assert f"{metric}_first" in per, metric  # the trainer logs what the claims need
+    table = pd.read_parquet(out / "results.parquet")
+    assert set(table["arm"]) == {"grpo"}
+    assert sorted(set(table["seed"])) == [2, 3]  # evaluation seeds follow the tuning seeds
+    assert len(table) == 2 * 2
+    assert {"entropy", "response_length_incorrect", "eval_held_out_accuracy"} <= set(table)
+    for name in ("report.md", "accuracy.png", "config.json"):
+        assert (out / name).exists(), name
+
+
+@pytest.mark.parametrize("setting, field", [
+    ("arms=grpo,ppo", "arms"), ("arms=dr_grpo", "arms"), ("arms=grpo,grpo", "arms"),
+    ("lr_grid=0,1e-3", "lr_grid"), ("lr_grid=fast", "lr_grid"), ("levels=0", "levels"),
+    ("tuning_seeds=1", "tuning_seeds"), ("overlong_cache=99", "overlong_cache"),
+    ("group_size=1", "group_size"), ("architecture=gpt2", "architecture"),
+    ("checkpoint=/no/such/dir", "checkpoint"),  # needs architecture=decoder
+])
+def test_bad_settings_are_one_line_errors(tmp_path, capsys, setting, field):
+    out = tmp_path / "bad"
+    assert main(["run", "lm-variants", "--out", str(out), "--set", setting]) == 2
+    err = capsys.readouterr().err.strip()
+    assert field in err and "\n" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("study", ["lm-variants", "lm-grpo"])
+def test_a_missing_checkpoint_is_a_one_line_error(tmp_path, capsys, study):
+    out = tmp_path / "bad"
+    assert main(["run", study, "--out", str(out), "--set", "architecture=decoder",
+                 "--set", f"checkpoint={tmp_path / 'none'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: checkpoint:") and "none" in err and "\n" not in err
+    assert not out.exists()
+
+
+def test_studies_forward_the_architecture_and_the_checkpoint():
+    from experiments import lm_grpo
+
+    for arm in lm_variants.ARMS:
+        cfg = lm_variants.Config(architecture="decoder", checkpoint="/ckpt").train_config(arm)
+        assert (cfg.architecture, cfg.checkpoint) == ("decoder", "/ckpt")
+    for run in lm_grpo.RUNS:
+        cfg = lm_grpo.Config(architecture="decoder", checkpoint="/ckpt").train_config(run)
+        assert (cfg.architecture, cfg.checkpoint) == ("decoder", "/ckpt")
+
+
+def test_every_arm_builds_its_published_settings():
+    config = lm_variants.Config()
+    built = {arm: config.train_config(arm, 1e-4) for arm in lm_variants.ARMS}
+    assert built["grpo"].aggregation == "sequence-mean-token-mean"
+    assert built["dr_grpo"].advantage == "group_mean"
+    assert built["dr_grpo"].aggregation == "sequence-mean-token-sum-norm"
+    assert (built["dapo"].clip_epsilon_high, built["dapo_sym_clip"].clip_epsilon_high) == (
+        0.28, 0.2)
+    for arm in ("dapo", "dapo_sym_clip"):
+        assert built[arm].dynamic_sampling and built[arm].aggregation == "token-mean"
+        assert built[arm].overlong_max_length == config.max_new_tokens
+        assert built[arm].overlong_cache == config.overlong_cache
+    assert built["gspo"].sequence_ratio and built["gspo"].clip_epsilon == 3e-4
+    assert built["rloo"].advantage == "leave_one_out"
+    assert built["reinforce_pp"].advantage == "reinforce_pp"
+    # equal rollouts and no KL in every arm
+    for cfg in built.values():
+        assert (cfg.prompts_per_step, cfg.group_size, cfg.mu, cfg.kl_beta) == (8, 8, 2, 0.0)
+        assert cfg.learning_rate == 1e-4
+        cfg.validate()
+
+
+# ----------------------------------------------------------------------------- synthetic
+
+
+def _fake_outputs(rng, seeds, chunks, k, prompts, held_out, accuracy, length_slope,
+                  entropy_slope):
+    """One winner's outputs with known trends (per step) and per-prompt correctness."""
+    steps = np.arange(chunks * k).reshape(chunks, k)
+    length = 8.0 + length_slope * steps[None] + rng.normal(0, 0.05, (seeds, chunks, k))
+    entropy = 1.0 + entropy_slope * steps[None] + rng.normal(0, 0.005, (seeds, chunks, k))
+    incorrect = length.copy()
+    incorrect[:, 0, 0] = np.nan  # a step without an incorrect completion
+    correct = (rng.random((seeds, prompts)) < accuracy).astype(np.float32)
+    start = (rng.random((seeds, prompts)) < 0.3).astype(np.float32)
+    logs = {"eval_held_out_accuracy": np.tile(correct[:, held_out].mean(1)[:, None], chunks),
+            "accuracy": np.full((seeds, chunks, k), accuracy), "entropy": entropy,
+            "response_length_correct": np.full((seeds, chunks, k), 8.0),
+            "response_length_incorrect": incorrect, "length": length}
+    return {"logs": logs, "final": {"eval_correct": correct, "start_correct": start}}
+
+
+def _synthetic_run(tmp_path, monkeypatch, trends, accuracy_by_lr):
+    """lm_variants.run with the training replaced by ``_fake_outputs``: arm ``a`` at rate
+    index ``i`` has accuracy ``accuracy_by_lr[a][i]`` and the given length/entropy trends."""
+    seeds, tuning, chunks, k, prompts = 12, 4, 3, 4, 16
+    held_out = np.arange(prompts) % 2 == 0
+    calls = []
+
+    def fake_runner(config, arm, held, store, split):
+        def run_configs(indices, first_seed, num_seeds):
+            phase = "evaluation" if first_seed == split.evaluation_first else "tuning"
+            calls.append((arm, phase, tuple(int(i) for i in indices), first_seed, num_seeds))
+            outputs = []
+            for i in indices:
+                rng = np.random.default_rng(1000 * first_seed + int(i) + len(arm))
+                outputs.append(_fake_outputs(rng, num_seeds, chunks, k, prompts, held,
+                                             accuracy_by_lr[arm][int(i)], *trends[arm]))
+            store[phase] = {"indices": np.asarray(indices), "outputs": outputs, "seconds": 1.0}
+            return np.stack([lm_variants.held_out_scores(o["final"]["eval_correct"], held)
+                             for o in outputs])
+        return run_configs
+
+    class FakeTrainer:
+        def eval_held_out(self):
+            return held_out
+
+    monkeypatch.setattr(lm_variants, "_runner", fake_runner)
+    monkeypatch.setattr(lm_variants, "make_lm_trainer", lambda cfg: FakeTrainer())
+    config = lm_variants.Config(seeds=seeds, tuning_seeds=tuning, rl_steps=chunks * k,
+                                steps_per_chunk=k, arms=",".join(trends),
+                                lr_grid="1e-4,3e-4,1e-3", bootstrap_reps=200)
+    monkeypatch.setattr(lm_variants.Config, "validate", lambda self: None)
+    summary = lm_variants.run(config, tmp_path)
+    return summary, calls
+
+
+ALL_ARMS = ("grpo", "dr_grpo", "dapo", "dapo_sym_clip", "gspo", "rloo", "reinforce_pp")
+
+
+def test_claims_supported_when_the_synthetic_data_say_so(tmp_path, monkeypatch):
+    trends = {a: (0.0, 0.0) for a in ALL_ARMS}
+    trends["grpo"] = (0.2, 0.0)            # incorrect completions grow 0.2 tokens / step
+    trends["dapo_sym_clip"] = (0.0, -0.02)  # entropy collapses without clip-higher
+    trends["dapo"] = (0.0, 0.0)
+    accuracy = {a: (0.2, 0.5, 0.3) for a in ALL_ARMS}
+    accuracy["rloo"] = (0.9, 0.2, 0.2)     # rloo's best rate is the first one
+    summary, calls = _synthetic_run(tmp_path, monkeypatch, trends, accuracy)
+    claims = summary["claims"]
+    assert claims["dr_grpo_length"]["verdict"] == "supported"
+    growth = claims["dr_grpo_length"]["grpo_change"]["point"]
+    assert growth == pytest.approx(0.2 * 8, abs=0.1)  # last chunk mean - first chunk mean
+    assert claims["dapo_entropy"]["verdict"] == "supported"
+    per = summary["per_arm"]
+    assert per["grpo"]["learning_rate"] == 3e-4 and per["rloo"]["learning_rate"] == 1e-4
+    # each arm: all K rates on the tuning seeds, then only its winner on fresh seeds
+    for arm in ALL_ARMS:
+        mine = [c for c in calls if c[0] == arm]
+        assert mine[0][1:] == ("tuning", (0, 1, 2), 0, 4)
+        assert mine[1][1] == "evaluation" and mine[1][3:] == (4, 12)
+        assert len(mine[1][2]) == 1
+    # paired differences and Holm over the six other arms
+    others = [a for a in ALL_ARMS if a != "grpo"]
+    raw = [per[a]["p_value"] for a in others]
+    assert [per[a]["p_holm"] for a in others] == pytest.approx(holm(raw).adjusted.tolist())
+    d = per["rloo"]
+    assert d["difference"] == pytest.approx(
+        np.mean(np.asarray(per["rloo"]["evaluation_scores"])
+                - np.asarray(per["grpo"]["evaluation_scores"])))
+    assert d["difference_ci"][0] > 0  # 0.9 vs 0.5 accuracy
+    report = (tmp_path / "report.md").read_text()
+    assert "Verdict: **supported**" in report
+    assert "the grid's lowest rate (0.0001) for rloo:" in report  # a winner at the edge
+    assert "highest rate" not in report
+    for name in ("accuracy.png", "entropy.png", "length_incorrect.png", "results.parquet"):
+        assert (tmp_path / name).exists(), name
+
+
+def test_claims_not_observed_and_no_collapse(tmp_path, monkeypatch):
+    trends = {a: (0.0, 0.0) for a in ("grpo", "dr_grpo", "dapo", "dapo_sym_clip")}
+    accuracy = {a: (0.3, 0.3, 0.3) for a in trends}
+    summary, _ = _synthetic_run(tmp_path, monkeypatch, trends, accuracy)
+    assert summary["claims"]["dr_grpo_length"]["verdict"] == "not observed"
+    assert summary["claims"]["dapo_entropy"]["verdict"] == "no collapse"
+
+
+def test_claims_contradicted(tmp_path, monkeypatch):
+    trends = {"grpo": (0.1, 0.0), "dr_grpo": (0.3, 0.0), "dapo": (0.0, -0.04),
+              "dapo_sym_clip": (0.0, -0.01)}
+    accuracy = {a: (0.3, 0.3, 0.3) for a in trends}
+    summary, _ = _synthetic_run(tmp_path, monkeypatch, trends, accuracy)
+    assert summary["claims"]["dr_grpo_length"]["verdict"] == "contradicted"
+    assert summary["claims"]["dapo_entropy"]["verdict"] == "contradicted"
+
+
+def test_chunk_means_ignore_nan_steps():
+    logs = {"m": np.array([[[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]]])}
+    means = lm_variants.chunk_means(logs, "m")
+    assert means[0, 0] == 2.0 and np.isnan(means[0, 1])
