@@ -72,6 +72,7 @@ from rljax.sweep import ChunkedSweep
 from rljax.training.lm import LMTrainConfig, make_lm_trainer
 
 NAME = "lm-variants"
+SUPPORTS_TENSORBOARD = True  # its ChunkedSweeps write `rljax run --tensorboard DIR` logs
 DESCRIPTION = ("GRPO, Dr. GRPO, DAPO, GSPO, RLOO and REINFORCE++ on linear equations, each "
                "arm's learning rate tuned with an equal budget and compared on fresh seeds")
 

@@ -44,7 +44,9 @@ SLOW_FIRST = ("test_notebooks.py", "test_lm_training.py", "test_lm_grpo_study.py
               "test_sweep_survival.py", "test_bench_lm.py", "test_ppo_traced.py",
               "test_mctx_import_swap.py", "test_ppo.py", "test_bench_scaling.py",
               "test_search_studies.py", "test_interval_coverage.py", "test_ppo_cartpole.py",
-              "test_tune.py", "test_gdro_study.py", "test_mcts.py", "test_equation_training.py")
+              "test_tune.py", "test_gdro_study.py", "test_mcts.py", "test_equation_training.py",
+              "test_lm_trainer_variants.py", "test_lm_variants_study.py", "test_evaluation.py",
+              "test_brax_adapter.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,6 +7,7 @@ import pytest
 from experiments.benchmarks import ppo as bench
 
 
+@pytest.mark.slow  # needs rejax (the bench extra): `python -m pytest -m slow`
 @pytest.mark.timeout(120)
 def test_continuous_env_bench_has_the_documented_keys():
     # 13 updates of Pendulum's 32 envs x 16 steps: every env ends one 200-step episode in

@@ -91,6 +91,7 @@ def test_sigkill_at_a_round_boundary_then_resume_is_bitwise(tmp_path, orm_refere
     assert not (out / "checkpoints").exists()
 
 
+@pytest.mark.slow  # multi-process; run by `python -m pytest -m slow`
 @pytest.mark.timeout(400)
 def test_sigkill_within_a_round_then_resume_is_bitwise(tmp_path):
     reference = tmp_path / "reference"
@@ -131,6 +132,7 @@ def test_sigkill_within_a_round_then_resume_is_bitwise(tmp_path):
     assert len(got["x"]) == 6 and len(got["sum"][0]) == 24
 
 
+@pytest.mark.slow  # multi-process; run by `python -m pytest -m slow`
 @pytest.mark.timeout(400)
 def test_two_processes_of_two_devices_match_one_process(tmp_path, orm_reference):
     out = tmp_path / "two"
