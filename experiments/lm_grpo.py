@@ -63,6 +63,15 @@ DESCRIPTION = ("Tiny transformer on 1-digit addition and 2-digit addition/subtra
 RUNS = ("grpo", "format_only", "ppo")
 
 
+def parse_levels(levels: str) -> tuple[int, ...]:
+    """``"0,1"`` -> ``(0, 1)``; a one-line ``ConfigError`` naming ``levels`` otherwise."""
+    try:
+        return tuple(int(v) for v in levels.split(",") if v.strip())
+    except ValueError:
+        raise ConfigError(f"levels: must be comma-separated integers in 0..4, got "
+                          f"{levels!r}") from None
+
+
 @dataclass(frozen=True)
 class Config:
     """The study's knobs (``rljax run lm-grpo --set name=value``); see LMTrainConfig."""
@@ -92,11 +101,7 @@ class Config:
     bootstrap_reps: int = 2000
 
     def level_tuple(self) -> tuple[int, ...]:
-        try:
-            return tuple(int(v) for v in self.levels.split(",") if v.strip())
-        except ValueError:
-            raise ConfigError(f"levels: must be comma-separated integers in 0..4, got "
-                              f"{self.levels!r}") from None
+        return parse_levels(self.levels)
 
     def train_config(self, run: str = "grpo") -> LMTrainConfig:
         base = LMTrainConfig(

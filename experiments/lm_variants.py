@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from experiments.lm_grpo import parse_levels
 from rljax import io, stats
 from rljax.config import ConfigError, require_int
 from rljax.plots import plot_sample_efficiency
@@ -150,11 +151,7 @@ class Config:
         return rates
 
     def level_tuple(self) -> tuple[int, ...]:
-        try:
-            return tuple(int(v) for v in self.levels.split(",") if v.strip())
-        except ValueError:
-            raise ConfigError(f"levels: must be comma-separated integers in 0..4, got "
-                              f"{self.levels!r}") from None
+        return parse_levels(self.levels)
 
     def train_config(self, arm: str = REFERENCE, learning_rate: float | None = None
                      ) -> LMTrainConfig:
