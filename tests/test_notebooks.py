@@ -1,26 +1,34 @@
-"""The tutorial notebooks of ``experiments/notebooks/``: stored without outputs, and they run.
+"""The tutorial notebooks of ``experiments/notebooks/``: jupytext files that run.
 
-Each notebook is executed top to bottom in a fresh ``python3`` kernel (nbclient) whose
-working directory is a temporary folder, so nothing is written into the repository. The
-notebooks are written by ``scripts/make_notebooks.py``.
+The notebooks are kept as jupytext ``py:percent`` files (``NN_name.py``: ``# %%`` code
+cells, ``# %% [markdown]`` cells, a jupytext header), so git stores text without outputs.
+``jupytext --to ipynb experiments/notebooks/01_quickstart.py`` renders one to ``.ipynb``
+on demand (the renders are git-ignored). Each notebook is executed top to bottom in a fresh
+``python3`` kernel (nbclient) whose working directory is a temporary folder, so nothing is
+written into the repository; a notebook with a check below must also print the figures its
+check expects, and one without a check must still run without an error.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from pathlib import Path
 
+import jupytext
 import nbformat
 import pytest
+from jupytext.cli import jupytext as jupytext_cli
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "experiments" / "notebooks").glob("*.ipynb"))
+NOTEBOOK_DIR = ROOT / "experiments" / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.py"))
 # 04 is the slowest notebook and its printed figures depend on the CPU's instruction set
 # (XLA's bits for its vmapped sampled GRPO steps): it runs with `python -m pytest -m slow`.
-RUNS = [pytest.param(p, marks=pytest.mark.slow) if p.name == "04_lm_grpo.ipynb" else p
-        for p in NOTEBOOKS]
+SLOW = {"04_lm_grpo"}
+RUNS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in NOTEBOOKS]
 
 NUMBER = r"([-+]?\d+(?:\.\d+)?)"
 
@@ -83,17 +91,16 @@ def check_lm_grpo(text: str) -> None:
 # that table row and in the notebook's executed output (README arrows and minus signs
 # read as the notebook's "->" and "-"), so the README cannot outlive the notebook.
 README_QUOTES = {
-    "01_quickstart.ipynb": ["239.8 [236.1, 243.9]", "64.9 [64.3, 65.6]"],
-    "02_custom_advantage.ipynb": ["0.637 [0.603, 0.672]"],
-    "03_search.ipynb": [],
-    "04_lm_grpo.ipynb": ["0.110 -> 0.276", "+0.166 [-0.066, +0.398]"],
+    "01_quickstart": ["239.8 [236.1, 243.9]", "64.9 [64.3, 65.6]"],
+    "02_custom_advantage": ["0.637 [0.603, 0.672]"],
+    "03_search": [],
+    "04_lm_grpo": ["0.110 -> 0.276", "+0.166 [-0.066, +0.398]"],
 }
 
 
-def readme_row(name: str) -> str:
-    """The README's Notebooks-table row of notebook ``name``, arrows and minus signs
+def readme_row(stem: str) -> str:
+    """The README's Notebooks-table row of notebook ``stem``, arrows and minus signs
     normalised."""
-    stem = name.removesuffix(".ipynb")
     for line in (ROOT / "README.md").read_text().splitlines():
         if line.startswith(f"| `{stem}` |"):
             return line.replace("\N{RIGHTWARDS ARROW}", "->").replace("\N{MINUS SIGN}", "-")
@@ -107,30 +114,72 @@ def test_readme_quotes_are_listed_in_the_row(name):
         assert quote in row, f"README's {name} row does not quote {quote!r}: {row}"
 
 
-# What each notebook's printed output must show (checked on its code cells' text).
+# What each notebook's printed output must show (checked on its code cells' text), by the
+# notebook's file stem. A notebook without an entry must still run without an error.
 EXPECTED = {
-    "01_quickstart.ipynb": check_quickstart,
-    "02_custom_advantage.ipynb": check_custom_advantage,
-    "03_search.ipynb": check_search,
-    "04_lm_grpo.ipynb": check_lm_grpo,
+    "01_quickstart": check_quickstart,
+    "02_custom_advantage": check_custom_advantage,
+    "03_search": check_search,
+    "04_lm_grpo": check_lm_grpo,
 }
 
 
-def test_every_notebook_is_listed():
-    assert NOTEBOOKS, "no notebooks found in experiments/notebooks/"
-    assert {p.name for p in NOTEBOOKS} == set(EXPECTED)
+def test_every_check_names_a_notebook():
+    """The notebooks are found, and every check and README quote is keyed by one of them
+    (one keyed by a wrong name would silently never run)."""
+    assert NOTEBOOKS, "no NN_name.py notebooks found in experiments/notebooks/"
+    stems = {p.stem for p in NOTEBOOKS}
+    assert set(EXPECTED) <= stems, f"checks for missing notebooks: {set(EXPECTED) - stems}"
+    assert set(README_QUOTES) <= stems, f"quotes of missing notebooks: {set(README_QUOTES) - stems}"
+
+
+def _cells(nb) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source) for cell in nb.cells]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_is_stored_without_outputs(path):
-    nb = nbformat.read(path, as_version=4)
-    nbformat.validate(nb)
-    for index, cell in enumerate(nb.cells):
+def test_notebook_is_a_jupytext_percent_file_that_round_trips(path):
+    """The ``.py`` has jupytext's header (percent format, a python3 kernel) and is
+    jupytext's own text of its notebook: py -> ipynb -> py gives the same text back."""
+    text = path.read_text()
+    nb = jupytext.reads(text, fmt="py:percent")
+    representation = nb.metadata.get("jupytext", {}).get("text_representation", {})
+    assert representation.get("format_name") == "percent", f"{path.name}: no percent header"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", path.name
+    assert text.startswith("# ---\n") and "\n# %%" in text, path.name
+    ipynb = jupytext.writes(nb, fmt="ipynb")
+    back = jupytext.writes(jupytext.reads(ipynb, fmt="ipynb"), fmt="py:percent")
+    if back != text:
+        diff = difflib.unified_diff(text.splitlines(), back.splitlines(), "stored",
+                                    "py -> ipynb -> py", lineterm="", n=1)
+        raise AssertionError(f"{path.name} does not round-trip through jupytext:\n"
+                             + "\n".join(list(diff)[:40]))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_rendered_notebook_has_the_same_cells_and_no_outputs(path, tmp_path):
+    """``jupytext --to ipynb NN_name.py`` (the documented render) writes a valid notebook
+    with the ``.py``'s cells, in order, and no outputs or execution counts."""
+    source = tmp_path / path.name
+    source.write_text(path.read_text())
+    assert jupytext_cli(["--quiet", "--to", "ipynb", str(source)]) == 0
+    rendered = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    nbformat.validate(rendered)
+    assert _cells(rendered) == _cells(jupytext.read(path))
+    kinds = {cell.cell_type for cell in rendered.cells}
+    assert kinds <= {"code", "markdown"}, f"{path.name}: cell kinds {kinds}"
+    for index, cell in enumerate(rendered.cells):
         if cell.cell_type != "code":
             continue
         assert cell.get("outputs") == [], f"cell {index} of {path.name} has outputs"
         assert cell.get("execution_count") is None, (
             f"cell {index} of {path.name} has an execution count")
+
+
+def test_rendered_notebooks_are_ignored_by_git():
+    """Renders next to their sources (``experiments/notebooks/*.ipynb``) stay out of git."""
+    lines = (ROOT / ".gitignore").read_text().splitlines()
+    assert "experiments/notebooks/*.ipynb" in lines
 
 
 def _text_outputs(nb) -> str:
@@ -153,46 +202,38 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     monkeypatch.delenv("MPLBACKEND", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    nb = nbformat.read(path, as_version=4)
+    nb = jupytext.read(path)
     client = NotebookClient(nb, timeout=180, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError naming the failing cell
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     text = _text_outputs(nb)
-    missing = [q for q in README_QUOTES[path.name] if q not in text]
+    missing = [q for q in README_QUOTES.get(path.stem, []) if q not in text]
     assert not missing, (f"README quotes {missing} from {path.name}, which its run no longer "
                          f"prints; output ends with:\n{text[-2000:]}")
+    check = EXPECTED.get(path.stem)
+    if check is None:
+        return  # no figures to check: running without an error is the test
     try:
-        EXPECTED[path.name](text)
+        check(text)
     except AssertionError as err:
         raise AssertionError(f"{err}\n{path.name}'s output ends with:\n{text[-2000:]}") from None
 
 
-def test_notebooks_match_their_generator():
-    """The stored notebooks are exactly what ``scripts/make_notebooks.py`` writes (a
-    notebook edited by hand, or a source edited without regenerating, fails here)."""
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_notebooks.py"),
-                           "--check"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
 @pytest.mark.parametrize("name, text, fragment", [
-    ("01_quickstart.ipynb", "ORM: IQM episodes to 50 % = 60.0 [59.0, 61.0]; never\n"
+    ("01_quickstart", "ORM: IQM episodes to 50 % = 60.0 [59.0, 61.0]; never\n"
      "PRM: IQM episodes to 50 % = 64.9 [64.3, 65.6]; never\n"
      "ORM / PRM ratio of IQMs = 0.92 [0.90, 0.95]\nPRM reaches 50 % faster: False\n", "half"),
-    ("02_custom_advantage.ipynb", "P(rank > GRPO) = 0.450 [0.410, 0.490]\n"
+    ("02_custom_advantage", "P(rank > GRPO) = 0.450 [0.410, 0.490]\n"
      "decision: reject: GRPO beats rank\n", "P(rank"),
-    ("03_search.ipynb", "  4 simulations/move (  32 per problem): accuracy 0.300 [0.250, 0.350];\n"
+    ("03_search", "  4 simulations/move (  32 per problem): accuracy 0.300 [0.250, 0.350];\n"
      " 16 simulations/move ( 128 per problem): accuracy 0.301 [0.246, 0.355];\n"
      " 64 simulations/move ( 512 per problem): accuracy 0.109 [0.066, 0.152];\n", "03"),
-    ("04_lm_grpo.ipynb", "evaluation prompts held out: True\n"
+    ("04_lm_grpo", "evaluation prompts held out: True\n"
      "held-out greedy accuracy: 0.300 -> 0.280, gain -0.020 [-0.060, +0.020] (5 seeds)\n"
      "interval: two-way mean over 5 seeds x 100 prompts: t; measured coverage 0.9\n", "0.28"),
-    ("04_lm_grpo.ipynb", "evaluation prompts held out: True\n"
+    ("04_lm_grpo", "evaluation prompts held out: True\n"
      "held-out greedy accuracy: 0.100 -> 0.300, gain +0.200 [+0.100, +0.300] (5 seeds)\n",
      "method"),
 ])
@@ -203,26 +244,26 @@ def test_checks_reject_a_wrong_result(name, text, fragment):
         EXPECTED[name](text)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_checks_accept_the_recorded_result(name):
-    """The checks pass on output in the notebooks' own format with the measured figures."""
-    EXPECTED[name](RECORDED[name])
-
-
 RECORDED = {
-    "01_quickstart.ipynb": (
+    "01_quickstart": (
         "ORM: IQM episodes to 50 % = 239.8 [236.1, 243.9]; never reached: 1.4%\n"
         "PRM: IQM episodes to 50 % = 64.9 [64.3, 65.6]; never reached: 0.0%\n"
         "ORM / PRM ratio of IQMs = 3.69 [3.63, 3.76]\nPRM reaches 50 % faster: True\n"),
-    "02_custom_advantage.ipynb": ("P(rank > GRPO) = 0.637 [0.603, 0.672]\n"
-                                  "decision: adopt: rank beats GRPO\n"),
-    "03_search.ipynb": (
+    "02_custom_advantage": ("P(rank > GRPO) = 0.637 [0.603, 0.672]\n"
+                            "decision: adopt: rank beats GRPO\n"),
+    "03_search": (
         "  4 simulations/move (  32 per problem): accuracy 0.039 [0.016, 0.066]; by level\n"
         " 16 simulations/move ( 128 per problem): accuracy 0.301 [0.246, 0.355]; by level\n"
         " 64 simulations/move ( 512 per problem): accuracy 0.109 [0.066, 0.152]; by level\n"),
-    "04_lm_grpo.ipynb": (
+    "04_lm_grpo": (
         "split of level 0: 75 training problems, 25 held out; evaluation prompts held out: "
         "True\nheld-out greedy accuracy: 0.090 -> 0.280, gain +0.190 [+0.120, +0.260] "
         "(5 seeds x 100 prompts)\ninterval: two-way mean over 5 seeds x 100 prompts: "
         "two-way t interval; measured coverage 0.950 (min over 6 simulated distributions)\n"),
 }
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_checks_accept_the_recorded_result(name):
+    """The checks pass on output in the notebooks' own format with the measured figures."""
+    EXPECTED[name](RECORDED[name])
