@@ -44,8 +44,10 @@ from rljax.advantages import (
     process_supervision_advantages,
 )
 from rljax.algorithms import (
+    AS_OPTAX_UPDATES,
     EpisodeBatch,
     GroupBatch,
+    LossAux,
     PPOBatch,
     RLTransform,
     as_optax,
@@ -53,6 +55,7 @@ from rljax.algorithms import (
     multi_step_update,
     ppo,
     reinforce,
+    update_from_loss,
 )
 from rljax.checkpoint import Checkpointer, CheckpointError
 from rljax.envs import (
@@ -130,6 +133,9 @@ __all__ = [
     "EpisodeBatch",
     "RLTransform",
     "as_optax",
+    "AS_OPTAX_UPDATES",
+    "LossAux",
+    "update_from_loss",
     "reinforce",
     "ChainMDP",
     "Environment",

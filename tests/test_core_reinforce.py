@@ -14,7 +14,7 @@ from rljax.advantages import (
     make_baseline,
     no_baseline,
 )
-from rljax.algorithms import EpisodeBatch, as_optax, reinforce
+from rljax.algorithms import AS_OPTAX_UPDATES, EpisodeBatch, as_optax, reinforce
 from rljax.envs import ChainMDP
 from rljax.policies import tabular_softmax
 from rljax.rollout import draw_uniforms_and_keys, episode_rollout
@@ -151,6 +151,9 @@ def test_reinforce_bad_discount():
 
 
 def test_as_optax_chain_equals_manual_sgd():
+    """``chain(as_optax(rl), sgd)`` fed ``AS_OPTAX_UPDATES`` (under jit) == ``-lr *`` the
+    classic gradient; the former idiom (``params`` as the updates) is refused. The optax
+    wrappers and ``rl.loss`` are tests/test_optax_idiom.py."""
     policy = tabular_softmax(5, 2)
     rl = reinforce(policy.apply, baseline=no_baseline())
     params = {"logits": jnp.zeros((5, 2))}
@@ -158,9 +161,14 @@ def test_as_optax_chain_equals_manual_sgd():
                          rewards=jnp.array([[0, 0, 0, 0, 1.0]]), mask=jnp.ones((1, 5)),
                          episode_reward=jnp.array([1.0]))
     tx = optax.chain(as_optax(rl), optax.sgd(0.1))
-    updates, _ = tx.update(params, tx.init(params), params, batch=batch)
-    grads, _, _ = rl.update(params, rl.init(params), batch, None)
-    np.testing.assert_allclose(updates["logits"], -0.1 * grads["logits"], rtol=1e-6)
+    state = tx.init(params)
+    # the sentinel passes through jit as an argument (a pytree with no leaves)
+    updates, _ = jax.jit(tx.update)(AS_OPTAX_UPDATES, state, params, batch=batch)
+    # the classic update: logit[s] += lr * R * (onehot(a) - pi(.|s)), pi uniform, R = 1
+    expected = 0.1 * (np.eye(2)[[1, 0, 1, 1, 0]] - 0.5)
+    np.testing.assert_allclose(updates["logits"], expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="updates must be rljax.algorithms.AS_OPTAX_UPDATES"):
+        tx.update(params, state, params, batch=batch)
 
 
 def test_episode_rollout_on_the_chain():

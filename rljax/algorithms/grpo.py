@@ -53,7 +53,7 @@ from flax import struct
 
 from rljax import losses
 from rljax.advantages import MULTI_REWARD_MODES, make_group_advantage, multi_reward_advantages
-from rljax.algorithms.base import RLTransform
+from rljax.algorithms.base import LossAux, RLTransform, update_from_loss
 from rljax.policies.sampling import categorical_log_prob
 from rljax.types import Array, Params
 
@@ -161,16 +161,18 @@ def grpo(
         entropy, for ``log_prob_fn`` users (else taken from ``policy_apply``).
 
     Returns:
-      ``RLTransform``; ``update(params, state, batch: GroupBatch, key=None)`` returns
-      ``(grads, state, metrics)`` with ``loss``, ``clip_fraction``, ``clipfrac_low``,
+      ``RLTransform``; ``loss(params, state, batch: GroupBatch, key=None)`` returns ``(L [],
+      LossAux(state, metrics))``, and ``update`` (same arguments) its gradient, ``(grads,
+      state, metrics)`` (``update_from_loss(loss)``: bitwise the ``jax.grad`` of ``loss``);
+      the state is empty, ``()``. Metrics: ``loss`` (L), ``clip_fraction``, ``clipfrac_low``,
       ``clipfrac_high`` (:func:`rljax.losses.clip_fractions`; over the trained tokens),
-      ``approx_kl``, ``kl``, ``reward`` (mean), ``signal_fraction`` (groups whose rewards
-      are not all equal, in any reward column), ``nan_rewards`` (count),
-      ``response_length_correct`` / ``response_length_incorrect`` (mean ``mask.sum(T)``
-      of the completions with reward ``>`` / ``<=`` ``correct_threshold``; NaN when there
-      are none, and a NaN reward counts as incorrect); ``entropy`` (token-mean policy
-      entropy over ``batch.mask``) when entropies are available; ``entropy_kept_fraction``
-      with ``entropy_top_q``; ``truncated_fraction`` when ``batch.truncated`` is given.
+      ``approx_kl``, ``kl``, ``reward`` (mean), ``signal_fraction`` (groups whose rewards are
+      not all equal, in any reward column), ``nan_rewards`` (count),
+      ``response_length_correct`` / ``response_length_incorrect`` (mean ``mask.sum(T)`` of the
+      completions with reward ``>`` / ``<=`` ``correct_threshold``; NaN when there are none,
+      and a NaN reward counts as incorrect); ``entropy`` (token-mean policy entropy over
+      ``batch.mask``) when entropies are available; ``entropy_kept_fraction`` with
+      ``entropy_top_q``; ``truncated_fraction`` when ``batch.truncated`` is given.
     """
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         raise ValueError(f"group_size: must be an integer >= 2, got {group_size!r}")
@@ -242,7 +244,7 @@ def grpo(
                                       batch_norm=multi_reward_batch_norm)
         return adv, jnp.sum(rewards * reward_weights, axis=-1)
 
-    def update(params: Params, state: Any, batch: GroupBatch, key=None, **extra):
+    def loss(params: Params, state: Any, batch: GroupBatch, key=None, **extra):
         del key, extra
         chex.assert_rank([batch.actions, batch.mask], [3, 3])
         chex.assert_rank(batch.rewards, {2, 3})
@@ -268,51 +270,48 @@ def grpo(
         adv = jax.lax.stop_gradient(flat(adv))
         old = flat(batch.old_log_probs)
 
-        def loss_fn(params):
-            log_probs, entropy = log_probs_and_entropy(
-                params, jax.tree_util.tree_map(flat, batch.obs), flat(batch.actions))
-            chex.assert_equal_shape([log_probs, old])
-            train_mask = mask
-            metrics = {}
-            if entropy is not None:
-                chex.assert_equal_shape([entropy, old])
-                metrics["entropy"] = jnp.sum(entropy * real) / jnp.maximum(jnp.sum(real), 1.0)
-            if entropy_top_q is not None:
-                train_mask = losses.top_entropy_mask(entropy, mask, entropy_top_q)
-                metrics["entropy_kept_fraction"] = (jnp.sum(train_mask)
-                                                    / jnp.maximum(jnp.sum(mask), 1.0))
-            if sequence_ratio:
-                per_token, surrogate = losses.gspo_loss(
-                    log_probs, old, adv, train_mask, epsilon_low=clip_epsilon,
-                    epsilon_high=clip_epsilon_high)
-                ratio = losses.sequence_importance_ratio(log_probs, old, train_mask)
-            else:
-                per_token, surrogate = losses.clipped_surrogate_loss(
-                    log_probs, old, adv, epsilon_low=clip_epsilon,
-                    epsilon_high=clip_epsilon_high, dual_clip=dual_clip, mask=train_mask)
-                ratio = jnp.exp(log_probs - old)
-            metrics.update(surrogate)
-            metrics["clipfrac_low"], metrics["clipfrac_high"] = losses.clip_fractions(
-                jax.lax.stop_gradient(ratio), adv, epsilon_low=clip_epsilon,
-                epsilon_high=clip_epsilon_high, mask=train_mask)
-            if use_kl:
-                kl = losses.kl_penalty(log_probs, flat(batch.ref_log_probs), kl_estimator)
-                per_token = per_token + kl_beta * kl
-                metrics["kl"] = jnp.sum(kl * train_mask) / jnp.maximum(jnp.sum(train_mask), 1.0)
-            else:
-                metrics["kl"] = jnp.zeros(())
-            loss = losses.aggregate_loss(per_token, train_mask, aggregation,
-                                         aggregation_normaliser)
-            return loss, metrics
+        log_probs, entropy = log_probs_and_entropy(
+            params, jax.tree_util.tree_map(flat, batch.obs), flat(batch.actions))
+        chex.assert_equal_shape([log_probs, old])
+        train_mask = mask
+        metrics = {}
+        if entropy is not None:
+            chex.assert_equal_shape([entropy, old])
+            metrics["entropy"] = jnp.sum(entropy * real) / jnp.maximum(jnp.sum(real), 1.0)
+        if entropy_top_q is not None:
+            train_mask = losses.top_entropy_mask(entropy, mask, entropy_top_q)
+            metrics["entropy_kept_fraction"] = (jnp.sum(train_mask)
+                                                / jnp.maximum(jnp.sum(mask), 1.0))
+        if sequence_ratio:
+            per_token, surrogate = losses.gspo_loss(
+                log_probs, old, adv, train_mask, epsilon_low=clip_epsilon,
+                epsilon_high=clip_epsilon_high)
+            ratio = losses.sequence_importance_ratio(log_probs, old, train_mask)
+        else:
+            per_token, surrogate = losses.clipped_surrogate_loss(
+                log_probs, old, adv, epsilon_low=clip_epsilon,
+                epsilon_high=clip_epsilon_high, dual_clip=dual_clip, mask=train_mask)
+            ratio = jnp.exp(log_probs - old)
+        metrics.update(surrogate)
+        metrics["clipfrac_low"], metrics["clipfrac_high"] = losses.clip_fractions(
+            jax.lax.stop_gradient(ratio), adv, epsilon_low=clip_epsilon,
+            epsilon_high=clip_epsilon_high, mask=train_mask)
+        if use_kl:
+            kl = losses.kl_penalty(log_probs, flat(batch.ref_log_probs), kl_estimator)
+            per_token = per_token + kl_beta * kl
+            metrics["kl"] = jnp.sum(kl * train_mask) / jnp.maximum(jnp.sum(train_mask), 1.0)
+        else:
+            metrics["kl"] = jnp.zeros(())
+        value = losses.aggregate_loss(per_token, train_mask, aggregation,
+                                      aggregation_normaliser)
 
-        (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         columns = batch.rewards if batch.rewards.ndim == 3 else batch.rewards[..., None]
         spread = jnp.any(jnp.max(columns, axis=1) != jnp.min(columns, axis=1), axis=-1)
         lengths = jnp.sum(batch.mask.astype(jnp.float32), axis=-1)  # [P, G]
         correct = (reward > correct_threshold).astype(jnp.float32)
         metrics = {
             **metrics,
-            "loss": loss,
+            "loss": value,
             "reward": jnp.mean(reward),
             "signal_fraction": jnp.mean(spread.astype(jnp.float32)),
             "nan_rewards": jnp.sum(jnp.isnan(batch.rewards)),
@@ -323,6 +322,6 @@ def grpo(
         }
         if batch.truncated is not None:
             metrics["truncated_fraction"] = jnp.mean(batch.truncated.astype(jnp.float32))
-        return grads, state, metrics
+        return value, LossAux(state, metrics)
 
-    return RLTransform(init=init, update=update)
+    return RLTransform(init=init, update=update_from_loss(loss), loss=loss)

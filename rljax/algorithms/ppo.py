@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rljax.algorithms.base import RLTransform
+from rljax.algorithms.base import LossAux, RLTransform, update_from_loss
 from rljax.losses import check_clip, clipped_surrogate_loss, value_loss
 from rljax.policies.distributions import ActionDistribution, categorical
 from rljax.types import Array, Params
@@ -158,9 +158,11 @@ def ppo(
         ``entropy``); default categorical. Pass ``actor_critic.distribution``.
 
     Returns:
-      ``RLTransform`` whose ``update(params, state, batch: PPOBatch, key=None)`` returns
-      ``(grads, state, metrics)`` with metrics ``loss``, ``policy_loss``, ``value_loss``,
-      ``entropy``, ``clip_fraction``, ``approx_kl``.
+      ``RLTransform`` whose ``loss(params, state, batch: PPOBatch, key=None)`` returns
+      ``(L [], LossAux(state, metrics))`` and whose ``update`` (same arguments) returns its
+      gradient, ``(grads, state, metrics)`` (``update_from_loss(loss)``: bitwise the
+      ``jax.grad`` of ``loss``); the state is empty. Metrics: ``loss`` (L),
+      ``policy_loss``, ``value_loss``, ``entropy``, ``clip_fraction``, ``approx_kl``.
 
     Raises:
       ValueError: at build time, naming the argument, for ``clip_epsilon <= 0`` and the
@@ -174,7 +176,7 @@ def ppo(
         del params
         return PPOState()
 
-    def update(params: Params, state: PPOState, batch: PPOBatch, key=None, **extra):
+    def loss(params: Params, state: PPOState, batch: PPOBatch, key=None, **extra):
         del key, extra
         chex.assert_rank(batch.old_log_probs, {1, 2})
         per_sample = [batch.old_log_probs, batch.advantages, batch.returns, batch.old_values]
@@ -191,25 +193,20 @@ def ppo(
         advantages = batch.advantages
         if normalize_advantages:
             advantages = normalize(advantages, batch.mask)
+        dist_params, values = actor_critic_apply(params, batch.obs)
+        chex.assert_equal_shape([values, batch.returns])
+        log_probs = distribution.log_prob(dist_params, batch.actions)
+        per_sample_policy, clip_metrics = clipped_surrogate_loss(
+            log_probs, batch.old_log_probs, advantages, epsilon_low=clip_epsilon,
+            epsilon_high=clip_epsilon_high, dual_clip=dual_clip, mask=batch.mask,
+        )
+        per_sample_value = value_loss(values, batch.returns, batch.old_values, value_clip)
+        policy = jnp.sum(per_sample_policy * mask) / denom
+        value = jnp.sum(per_sample_value * mask) / denom
+        entropy = jnp.sum(distribution.entropy(dist_params) * mask) / denom
+        total = policy + value_coef * value - entropy_coef * entropy
+        metrics = {"loss": total, "policy_loss": policy, "value_loss": value,
+                   "entropy": entropy, **clip_metrics}
+        return total, LossAux(state, metrics)
 
-        def loss_fn(p):
-            dist_params, values = actor_critic_apply(p, batch.obs)
-            chex.assert_equal_shape([values, batch.returns])
-            log_probs = distribution.log_prob(dist_params, batch.actions)
-            per_sample_policy, clip_metrics = clipped_surrogate_loss(
-                log_probs, batch.old_log_probs, advantages, epsilon_low=clip_epsilon,
-                epsilon_high=clip_epsilon_high, dual_clip=dual_clip, mask=batch.mask,
-            )
-            per_sample_value = value_loss(values, batch.returns, batch.old_values, value_clip)
-            policy = jnp.sum(per_sample_policy * mask) / denom
-            value = jnp.sum(per_sample_value * mask) / denom
-            entropy = jnp.sum(distribution.entropy(dist_params) * mask) / denom
-            loss = policy + value_coef * value - entropy_coef * entropy
-            metrics = {"loss": loss, "policy_loss": policy, "value_loss": value,
-                       "entropy": entropy, **clip_metrics}
-            return loss, metrics
-
-        grads, metrics = jax.grad(loss_fn, has_aux=True)(params)
-        return grads, state, metrics
-
-    return RLTransform(init=init, update=update)
+    return RLTransform(init=init, update=update_from_loss(loss), loss=loss)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rljax.advantages import Baseline, discounted_returns, ema_baseline
-from rljax.algorithms.base import RLTransform
+from rljax.algorithms.base import LossAux, RLTransform, update_from_loss
 from rljax.policies.sampling import categorical_log_prob
 from rljax.types import Array, Params
 
@@ -71,9 +71,12 @@ def reinforce(
       discount: gamma in ``[0, 1]`` for the reward-to-go.
 
     Returns:
-      ``RLTransform`` whose ``update(params, state, batch: EpisodeBatch, key=None)``
-      returns ``(grads, state, metrics)`` with metrics ``loss``, ``baseline`` (mean b),
-      ``advantage`` (mean), ``episode_reward`` (mean).
+      ``RLTransform`` whose ``loss(params, state, batch: EpisodeBatch, key=None)`` returns
+      ``(L [], LossAux(state, metrics))`` and whose ``update`` (same arguments) returns its
+      gradient, ``(grads, state, metrics)`` (``update_from_loss(loss)``: bitwise the
+      ``jax.grad`` of ``loss``). Metrics: ``loss`` (L), ``baseline`` (mean b),
+      ``advantage`` (mean), ``episode_reward`` (mean). The new state is the baseline fed
+      with this batch's ``episode_reward`` (it does not depend on ``params``).
     """
     if isinstance(discount, int | float) and not (0.0 <= float(discount) <= 1.0):
         raise ValueError(f"discount: must be in [0, 1], got {discount!r}")
@@ -83,7 +86,7 @@ def reinforce(
         del params
         return ReinforceState(baseline=baseline.init())
 
-    def update(params: Params, state: ReinforceState, batch: EpisodeBatch, key=None, **extra):
+    def loss(params: Params, state: ReinforceState, batch: EpisodeBatch, key=None, **extra):
         del key, extra
         chex.assert_rank([batch.actions, batch.rewards, batch.mask, batch.episode_reward],
                          [2, 2, 2, 1])
@@ -93,18 +96,14 @@ def reinforce(
         returns = discounted_returns(batch.rewards, discount, mask)
         b, baseline_state = baseline.update(state.baseline, batch.episode_reward)
         advantages = jax.lax.stop_gradient(returns - b[:, None]) * mask
-
-        def loss_fn(p):
-            log_probs = categorical_log_prob(policy_apply(p, batch.obs), batch.actions)
-            return -jnp.sum(advantages * log_probs) / batch.actions.shape[0]
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
+        log_probs = categorical_log_prob(policy_apply(params, batch.obs), batch.actions)
+        value = -jnp.sum(advantages * log_probs) / batch.actions.shape[0]
         metrics = {
-            "loss": loss,
+            "loss": value,
             "baseline": jnp.mean(b),
             "advantage": jnp.sum(advantages) / jnp.maximum(jnp.sum(mask), 1.0),
             "episode_reward": jnp.mean(batch.episode_reward),
         }
-        return grads, ReinforceState(baseline=baseline_state), metrics
+        return value, LossAux(ReinforceState(baseline=baseline_state), metrics)
 
-    return RLTransform(init=init, update=update)
+    return RLTransform(init=init, update=update_from_loss(loss), loss=loss)
