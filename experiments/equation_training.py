@@ -51,7 +51,7 @@ import optax
 
 from rljax.advantages import process_supervision_advantages
 from rljax.algorithms import multi_step_update
-from rljax.algorithms.base import RLTransform
+from rljax.algorithms.base import LossAux, RLTransform
 from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.envs.equation import (
     HOLDOUT_MODULUS,
@@ -273,7 +273,22 @@ def _with_critic_and_entropy(rl: RLTransform, policy_apply, value_fn, value_coef
         return {"actor": actor_grads, "critic": critic_grads}, state, {
             **metrics, "value_loss": loss, "entropy": -neg_ent}
 
-    return RLTransform(init=lambda params: rl.init(params["actor"]), update=update)
+    def loss(params, state, batch, key=None, **extra):
+        # the scalar whose gradient `update` returns (to float rounding: `update` sums the
+        # three gradients separately, which keeps the study's recorded bits)
+        group_batch, returns = batch
+        actor_loss, aux = rl.loss(params["actor"], state, group_batch, key, **extra)
+        mask = group_batch.mask.astype(jnp.float32)
+        count = jnp.maximum(jnp.sum(mask), 1.0)
+        log_probs = jax.nn.log_softmax(policy_apply(params["actor"], group_batch.obs), axis=-1)
+        entropy = jnp.sum(-jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1) * mask) / count
+        values = value_fn({"critic": params["critic"]}, group_batch.obs["features"])
+        value_loss = jnp.sum(jnp.square(values - returns) * mask) / count
+        total = actor_loss - entropy_coef * entropy + value_coef * value_loss
+        metrics = {**aux.metrics, "value_loss": value_loss, "entropy": entropy}
+        return total, LossAux(aux.rl_state, metrics)
+
+    return RLTransform(init=lambda params: rl.init(params["actor"]), update=update, loss=loss)
 
 
 def make_network(config: EquationTrainConfig):

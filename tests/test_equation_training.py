@@ -188,3 +188,39 @@ def test_config_validation():
         EquationTrainConfig(advantage="bogus")
     with pytest.raises(ValueError, match="num_minibatches"):
         EquationTrainConfig(problems_per_update=6, num_minibatches=4)
+
+
+def test_critic_and_entropy_transform_loss_is_what_update_differentiates():
+    # the equation trainer's transform (actor GRPO + entropy bonus + critic regression)
+    # exposes the loss behind its update, like every RLTransform
+    from experiments.equation_training import _with_critic_and_entropy
+    from rljax.algorithms import GroupBatch, grpo
+
+    p, g, t, f, a = 2, 3, 4, 5, 3
+    keys = jax.random.split(jax.random.key(0), 6)
+    features = jax.random.normal(keys[0], (p, g, t, f))
+
+    def policy_apply(actor, obs):
+        return obs["features"] @ actor["w"]
+
+    def value_fn(params, feats):
+        return feats @ params["critic"]["v"]
+
+    actions = jax.random.randint(keys[1], (p, g, t), 0, a)
+    mask = (jnp.arange(t) < jnp.array([[4, 2, 3], [1, 4, 4]])[..., None]).astype(jnp.float32)
+    group = GroupBatch(obs={"features": features}, actions=actions, mask=mask,
+                       rewards=jax.random.bernoulli(keys[2], 0.5, (p, g)).astype(jnp.float32),
+                       old_log_probs=jnp.full((p, g, t), -1.1),
+                       ref_log_probs=jnp.full((p, g, t), -1.1))
+    returns = jax.random.normal(keys[3], (p, g, t))
+    params = {"actor": {"w": 0.3 * jax.random.normal(keys[4], (f, a))},
+              "critic": {"v": 0.3 * jax.random.normal(keys[5], (f,))}}
+    rl = _with_critic_and_entropy(grpo(policy_apply, group_size=g), policy_apply, value_fn,
+                                  value_coef=0.7, entropy_coef=0.05)
+    state = rl.init(params)
+    grads, _, metrics = jax.jit(rl.update)(params, state, (group, returns))
+    loss_grads, aux = jax.jit(jax.grad(rl.loss, has_aux=True))(params, state, (group, returns))
+    for got, want in zip(jax.tree.leaves(loss_grads), jax.tree.leaves(grads), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    assert float(aux.metrics["value_loss"]) == pytest.approx(float(metrics["value_loss"]))
+    assert float(aux.metrics["entropy"]) == pytest.approx(float(metrics["entropy"]))
