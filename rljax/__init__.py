@@ -26,6 +26,7 @@ from rljax import (
     search,
     stats,
     sweep,
+    trackers,
     training,
     tune,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "stats",
     "sweep",
     "tune",
+    "trackers",
     "training",
     "PPOTrainConfig",
     "make_ppo_train",

@@ -1,4 +1,4 @@
-"""The ``rljax`` command: ``list``, ``run``, ``bench``, ``compare``.
+"""The ``rljax`` command: ``list``, ``run``, ``bench``, ``compare``, ``export``.
 
 Studies and benchmarks are found through entry-point groups (``rljax.experiments`` and
 ``rljax.benchmarks`` in pyproject.toml), so the library never imports ``experiments/``
@@ -463,6 +463,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+#: How to open each tracker's export (printed after it is written).
+EXPORT_HINTS = {
+    "mlflow": "open it with: MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {path}",
+    "wandb": "upload it with: wandb sync {path}/wandb/offline-run-*",
+    "tensorboard": "open it with: tensorboard --logdir {path}",
+}
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``rljax export DIR --to TRACKER``: see :func:`rljax.trackers.export_run`."""
+    from rljax.trackers import ExportError, RunDirError, export_run
+
+    try:
+        result = export_run(args.dir, args.to, out=args.out, force=args.force,
+                            step=args.step)
+    except (ExportError, RunDirError) as err:
+        raise UsageError(str(err)) from None
+    print(f"wrote {result.path} ({result.runs} {result.tracker} run(s) of "
+          f"{result.experiment!r}, one per (config, seed))")
+    print(f"  {EXPORT_HINTS[result.tracker].format(path=result.path)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rljax", description="rljax: seed sweeps, studies and benchmarks")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -524,6 +547,22 @@ def build_parser() -> argparse.ArgumentParser:
                             "ppo: default CartPole-v1); others exit 2")
     bench.add_argument("--json", help="also write the figures to this JSON file")
     bench.set_defaults(func=cmd_bench)
+
+    export = sub.add_parser("export", help="write a finished run's curves and summary for "
+                                           "MLflow, W&B or TensorBoard")
+    export.add_argument("dir", metavar="DIR",
+                        help="a finished run directory (rljax run STUDY --out DIR)")
+    export.add_argument("--to", required=True, metavar="TRACKER",
+                        help="mlflow (a local file store), wandb (offline runs for wandb "
+                             "sync) or tensorboard (event files)")
+    export.add_argument("--out", metavar="PATH",
+                        help="output directory (default DIR.mlflow / DIR.wandb / "
+                             "DIR.tensorboard beside DIR)")
+    export.add_argument("--force", action="store_true",
+                        help="replace an existing output directory")
+    export.add_argument("--step", metavar="COL",
+                        help="x-axis column of results.parquet (default: its step column)")
+    export.set_defaults(func=cmd_export)
 
     sub.add_parser("compare", help="compare finished runs (see 'rljax compare --help')",
                    add_help=False)

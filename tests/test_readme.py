@@ -179,6 +179,10 @@ def check_rljax_command(argv: list[str], capsys=None) -> None:
         assert args.name in known, f"unknown benchmark {args.name!r}; known: {', '.join(known)}"
     elif args.command == "run":
         check_run(args)
+    elif args.command == "export":
+        from rljax.trackers import check_tracker
+
+        check_tracker(args.to)
     else:  # pragma: no cover - a new subcommand needs a rule here
         raise AssertionError(f"tests/test_readme.py: no check for `rljax {args.command}`")
 
