@@ -75,7 +75,7 @@ MUTANTS = (
            "value_loss(values, batch.returns, batch.old_values, value_clip)",
            "value_loss(values, batch.returns)",
            ("tests/test_ppo.py",)),
-    Mutant("mcts_backup_sign", "rljax/search/mcts.py",
+    Mutant("mcts_backup_sign", "rljax/search/loop.py",
            "leaf_value = reward + discount * leaf_value",
            "leaf_value = reward - discount * leaf_value",
            ("tests/test_mcts.py", "tests/test_mcts_equivalence.py")),

@@ -7,6 +7,14 @@ tests, run unchanged while the peer's factory hands out rljax's object instead::
     python scripts/peer_tests.py gymnax                    # pip-downloads gymnax's sdist
     python scripts/peer_tests.py gymnax --sdist DIR_OR_TAR # a downloaded sdist instead
     python scripts/peer_tests.py gymnax -k differentiability
+    python scripts/peer_tests.py rliable --source DIR      # tests from a source checkout
+
+``--source DIR`` takes the tests from a checkout of the peer's repository instead of its
+sdist (rliable's sdist ships no tests), e.g. from a git mirror::
+
+    mkdir /tmp/rliable-src
+    git -C MIRROR archive HEAD tests | tar -x -C /tmp/rliable-src
+    python scripts/peer_tests.py rliable --source /tmp/rliable-src
 
 What it does, for peer ``NAME`` (an entry of :data:`PEERS`):
 
@@ -32,6 +40,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -65,6 +74,51 @@ def patch_gymnax() -> None:
     gymnax.make = gymnax.registration.make = make
 
 
+def patch_rliable() -> None:
+    """``rliable.library`` and ``rliable.metrics`` are ``rljax.stats.rliable``'s modules
+    (rliable's package ``__init__`` imports nothing, so arch is never imported)."""
+    import types
+
+    from rljax.stats.rliable import library, metrics
+
+    try:
+        import rliable as package
+    except ImportError:  # the drop-in needs no rliable at all
+        package = sys.modules["rliable"] = types.ModuleType("rliable")
+    package.library, package.metrics = library, metrics
+    sys.modules["rliable.library"], sys.modules["rliable.metrics"] = library, metrics
+
+
+def patch_mctx() -> None:
+    """``import mctx`` is ``rljax.search``, and ``mctx._src.<module>`` (which mctx's tests
+    import for private helpers) is rljax's module of the same role: ``base``,
+    ``action_selection``, ``search`` (rljax's ``loop``), ``policies``, ``qtransforms``,
+    ``seq_halving``, ``tree``."""
+    import types
+
+    import rljax.search
+    from rljax.search import (
+        action_selection,
+        base,
+        loop,
+        policies,
+        qtransforms,
+        seq_halving,
+        tree,
+    )
+
+    src = types.ModuleType("mctx._src")
+    src.__path__ = []  # a package: ``from mctx._src import policies`` looks here
+    modules = {"base": base, "action_selection": action_selection, "search": loop,
+               "policies": policies, "qtransforms": qtransforms, "seq_halving": seq_halving,
+               "tree": tree}
+    for name, module in modules.items():
+        setattr(src, name, module)
+        sys.modules[f"mctx._src.{name}"] = module
+    rljax.search._src = src  # only in this pytest process
+    sys.modules["mctx"], sys.modules["mctx._src"] = rljax.search, src
+
+
 # ----------------------------------------------------------------------------- table
 
 
@@ -75,6 +129,8 @@ class Peer(NamedTuple):
     tests_dir: str  # the tests' folder inside the sdist's top folder
     patch: Callable[[], None]  # run in the pytest process before collection
     drop_in: str  # one line for the report: what stands in for what
+    needs_source: bool = False  # the sdist has no tests: --source DIR is required
+    workdir: str = "."  # pytest's working folder, relative to the sdist's top folder
 
 
 PEERS: dict[str, Peer] = {
@@ -83,6 +139,20 @@ PEERS: dict[str, Peer] = {
         tests_dir="tests",
         patch=patch_gymnax,
         drop_in="gymnax.make -> (rljax.envs.GymnaxEnv(env, params), params)",
+    ),
+    "rliable": Peer(
+        requirement="rliable==1.2.0",
+        tests_dir="tests",
+        patch=patch_rliable,
+        drop_in="rliable.library, rliable.metrics -> rljax.stats.rliable.library, .metrics",
+        needs_source=True,
+    ),
+    "mctx": Peer(
+        requirement="mctx==0.0.71",
+        tests_dir="mctx/_src/tests",
+        patch=patch_mctx,
+        drop_in="import mctx -> rljax.search; mctx._src.<module> -> rljax.search.<module>",
+        workdir="run",  # its tree tests open "../mctx/_src/tests/test_data/*.json"
     ),
 }
 
@@ -187,10 +257,13 @@ def run_tests(name: str, tests: Path, keyword: str | None = None, patched: bool 
     ``patched`` is False); ``quiet`` hides pytest's own output.
 
     The run is isolated from this repository's pytest configuration (an empty
-    ``pytest.ini`` next to ``tests``, which is also the working directory) and imports
-    rljax from this checkout.
+    ``pytest.ini`` in the folder holding the peer's ``tests_dir``, which is also the
+    working directory unless the peer names a ``workdir`` in it) and imports rljax from
+    this checkout.
     """
-    run_dir = tests.parent
+    run_dir = tests.parents[len(Path(PEERS[name].tests_dir).parts) - 1]
+    work_dir = run_dir / PEERS[name].workdir
+    work_dir.mkdir(parents=True, exist_ok=True)
     ini = run_dir / "pytest.ini"
     ini.write_text("[pytest]\n")
     report = run_dir / "report.xml"
@@ -205,7 +278,7 @@ def run_tests(name: str, tests: Path, keyword: str | None = None, patched: bool 
     env = {**os.environ, PEER_ENV_VAR: name if patched else "",
            "PYTHONPATH": os.pathsep.join(python_path)}
     output = subprocess.DEVNULL if quiet else None
-    proc = subprocess.run(cmd, cwd=run_dir, env=env, stdout=output, stderr=output)
+    proc = subprocess.run(cmd, cwd=work_dir, env=env, stdout=output, stderr=output)
     if not report.exists():
         return Result(0, 0, 0, [f"pytest exited {proc.returncode} without a report"],
                       proc.returncode)
@@ -228,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sdist", type=Path,
                         help="a downloaded sdist (.tar.gz, or a folder holding one) "
                              "instead of pip download")
+    parser.add_argument("--source", type=Path,
+                        help="a checkout of the peer's repository: its tests folder is "
+                             "used instead of the sdist's (required by rliable)")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
     parser.add_argument("--unpatched", action="store_true",
                         help="run the tests on the peer itself (no patch): tells failures "
@@ -242,13 +318,22 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.peer} {installed}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix=f"rljax-peer-{args.peer}-") as tmp:
         tmp = Path(tmp)
-        if args.sdist is not None:
-            sdist = find_sdist(args.sdist)
+        if args.source is not None:
+            origin = args.source / peer.tests_dir
+            if not origin.is_dir():
+                raise SystemExit(f"--source {args.source}: no {peer.tests_dir}/ folder")
+            tests = Path(shutil.copytree(origin, tmp / "run" / peer.tests_dir))
+            origin = f"{args.source} (source checkout)"
+        elif peer.needs_source:
+            raise SystemExit(f"{args.peer}'s sdist has no tests: pass --source DIR, a "
+                             "checkout of its repository (see this script's docstring)")
         else:
-            sdist = download_sdist(peer.requirement, tmp / "sdist")
-        tests = extract_tests(sdist, peer.tests_dir, tmp / "run")
+            sdist = find_sdist(args.sdist) if args.sdist is not None else download_sdist(
+                peer.requirement, tmp / "sdist")
+            tests = extract_tests(sdist, peer.tests_dir, tmp / "run")
+            origin = sdist.name
         what = "unpatched" if args.unpatched else peer.drop_in
-        print(f"{args.peer}: running the tests of {sdist.name} ({what})", flush=True)
+        print(f"{args.peer}: running the tests of {origin} ({what})", flush=True)
         result = run_tests(args.peer, tests, args.keyword, patched=not args.unpatched)
     print(result.summary(args.peer))
     for line in result.failures:

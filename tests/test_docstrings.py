@@ -113,7 +113,10 @@ def _public_api() -> list[tuple[str, object]]:
 
 
 API = _public_api()
-ROUTINES = [(n, o) for n, o in API if inspect.isroutine(o) or inspect.isclass(o)]
+# a type alias of ``typing.Any`` (``RecurrentState = Any``, as in mctx) is a class on Python
+# 3.11+; it is documented like a constant, by the string literal after its assignment
+ROUTINES = [(n, o) for n, o in API if (inspect.isroutine(o) or inspect.isclass(o))
+            and getattr(o, "__module__", None) != "typing"]
 CONSTANTS = [(n, o) for n, o in API if (n, o) not in ROUTINES]
 
 

@@ -1,8 +1,8 @@
 """scripts/peer_tests.py, the runner of a peer library's own tests against rljax's
 drop-in: sdist extraction (tests only), the gymnax patch on a tiny synthetic test file
-(patched and unpatched), the summary line and exit status -- all offline. One test runs a
-few of gymnax 1.0.1's real tests when PyPI answers within a timeout (skipped, with the
-reason, when it does not)."""
+(patched and unpatched), the mctx patch and working folder, the summary line and exit
+status -- all offline. One test runs a few of gymnax 1.0.1's real tests when PyPI answers
+within a timeout (skipped, with the reason, when it does not)."""
 
 import importlib.util
 import io
@@ -93,6 +93,49 @@ def test_gymnax_patch_summary_and_exit_status(tmp_path, capfd):
     out = capfd.readouterr().out
     assert status == 1 and "gymnax: 0 passed, 1 failed (0 skipped)" in out
     assert "test_make_returns_the_adapter" in out
+
+
+MCTX_PROBE_TESTS = '''
+import json
+
+import mctx
+from mctx._src import policies, qtransforms, search, seq_halving, tree
+
+import rljax.search
+
+
+def test_mctx_and_its_private_modules_are_rljax_search():
+    assert mctx is rljax.search
+    assert (policies, search, tree) == (rljax.search.policies, rljax.search.loop,
+                                        rljax.search.tree)
+    assert callable(policies._apply_temperature) and callable(policies._mask_invalid_actions)
+    assert callable(qtransforms._compute_mixed_value)
+    assert seq_halving.get_sequence_of_considered_visits(2, 3) == (0, 0, 1)
+
+
+def test_test_data_opens_from_the_working_folder():  # as mctx's tree_test.py opens it
+    with open("../mctx/_src/tests/test_data/probe.json") as fd:
+        assert json.load(fd) == {"ok": 1}
+'''
+
+
+def test_mctx_patch_and_working_folder(tmp_path, capfd):
+    """mctx's tests import ``mctx`` and ``mctx._src.<module>`` and open their data from
+    ``../mctx/_src/tests/test_data``: with the patch both probes pass (offline, on a
+    synthetic sdist laid out like mctx 0.0.71's); the pin is the version rljax.search
+    reproduces."""
+    import rljax.search
+
+    sdist = _write_sdist(tmp_path / "mctx-0.0.71.tar.gz", {
+        "mctx/__init__.py": "raise ImportError('the sdist package must not be extracted')",
+        "mctx/_src/tests/probe_test.py": textwrap.dedent(MCTX_PROBE_TESTS),
+        "mctx/_src/tests/test_data/probe.json": '{"ok": 1}',
+    })
+    status = peer_tests.main(["mctx", "--sdist", str(sdist)])
+    out = capfd.readouterr().out
+    assert "mctx: 2 passed, 0 failed (0 skipped)" in out, out
+    assert status == 0
+    assert peer_tests.PEERS["mctx"].requirement == f"mctx=={rljax.search.__version__}"
 
 
 def test_result_is_ok_only_with_passes_and_no_failures(tmp_path):

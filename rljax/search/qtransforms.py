@@ -111,7 +111,7 @@ def qtransform_completed_by_mix_value(
     raw_value = tree.raw_values[node_index]
     prior_probs = jax.nn.softmax(tree.children_prior_logits[node_index])
     if use_mixed_value:
-        value = _mixed_value(raw_value, qvalues, visit_counts, prior_probs)
+        value = _compute_mixed_value(raw_value, qvalues, visit_counts, prior_probs)
     else:
         value = raw_value
     completed = jnp.where(visit_counts > 0, qvalues, value)
@@ -123,8 +123,9 @@ def qtransform_completed_by_mix_value(
     return visit_scale * value_scale * completed
 
 
-def _mixed_value(raw_value, qvalues, visit_counts, prior_probs):
-    """``v_mix`` above; priors floored at the dtype's ``tiny`` so it is never NaN."""
+def _compute_mixed_value(raw_value, qvalues, visit_counts, prior_probs):
+    """``v_mix`` above; priors floored at the dtype's ``tiny`` so it is never NaN (mctx's name:
+    its own tests call it)."""
     total_visits = jnp.sum(visit_counts, axis=-1)
     prior_probs = jnp.maximum(jnp.finfo(prior_probs.dtype).tiny, prior_probs)
     visited = visit_counts > 0

@@ -52,10 +52,12 @@ class Tree:
             value (-1 for two-player zero-sum games, 0 into terminal states).
         children_values: ``[B, N, A]`` the child's ``node_values`` at its last backup.
         embeddings: pytree of ``[B, N, ...]`` state embeddings, one per node.
-        root_invalid_actions: ``[B, A]`` bool, True where an action is invalid at the root.
+        root_invalid_actions: ``[B, A]`` root mask as the caller gave it, nonzero where an
+            action is invalid (mctx's dtype: that of ``invalid_actions``, or of the
+            prior logits, zeros, when none is given).
         extra_data: policy-specific ``[B, ...]`` data (Gumbel noise for Gumbel MuZero).
         invalid_actions: ``[B, N, A]`` bool, True where an action is invalid at a node
-            (row 0 = ``root_invalid_actions``; interior rows come from the recurrent
+            (row 0 = ``root_invalid_actions != 0``; interior rows come from the recurrent
             function's optional ``invalid_actions``). rljax extension.
         terminal: ``[B, N]`` bool, True for nodes no simulation expands below (the recurrent
             function's ``terminal`` flag, or every action invalid). rljax extension.
@@ -218,7 +220,8 @@ def get_subtree(tree: Tree, action: chex.Array) -> Tree:
         children_discounts=move(tree.children_discounts, 0),
         children_values=move(tree.children_values, 0),
         embeddings=jax.tree.map(lambda x: move(x, 0), tree.embeddings),
-        root_invalid_actions=invalid_actions[:, Tree.ROOT_INDEX],
+        root_invalid_actions=invalid_actions[:, Tree.ROOT_INDEX].astype(
+            tree.root_invalid_actions.dtype),
         invalid_actions=invalid_actions,
         terminal=move(tree.terminal, False),
     )
