@@ -12,6 +12,10 @@ import pytest
 from experiments.benchmarks import lm as bench
 from rljax.policies.decoder import Decoder, DecoderConfig
 
+# the quick run compiles the generation and GRPO/PPO steps of two models (~25 s): slow;
+# the decoder, trainer and memory analysis have fast tests of their own
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def result():

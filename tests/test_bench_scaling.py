@@ -61,6 +61,7 @@ def tiny(monkeypatch):
     monkeypatch.setattr(scaling, "VERIFY_LARGEST", False)
 
 
+@pytest.mark.slow  # both workloads end to end (~15 s); the next test runs measure_workload
 @pytest.mark.timeout(120)
 def test_run_and_table(tiny):
     result = scaling.run()

@@ -246,6 +246,7 @@ def test_bad_input(env):
     assert brax.__version__ == "0.14.2"
 
 
+@pytest.mark.slow  # ~17 s of Brax compilation; the adapter's steps are checked above
 def test_ppo_trains_a_brax_env_for_a_few_updates(env):
     from rljax.nonfinite import NONFINITE_STEP
     from rljax.policies import actor_critic_for

@@ -83,7 +83,8 @@ class NaNRewardTrainer(LMTrainer):
         return jnp.full_like(reward, jnp.nan), parts
 
 
-@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+# ppo's value-model path also runs in test_lm_trainer_variants; its run here is slow (~15 s)
+@pytest.mark.parametrize("algorithm", ["grpo", pytest.param("ppo", marks=pytest.mark.slow)])
 def test_rl_step_trains_on_rewards_and_never_on_nan_rewards(algorithm):
     config = STEP[algorithm]
     trainer = make_lm_trainer(config)

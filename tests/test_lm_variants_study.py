@@ -17,6 +17,7 @@ TINY = ("sft_steps=0", "rl_steps=2", "steps_per_chunk=1", "prompts_per_step=2",
         "max_new_tokens=14", "mu=1")
 
 
+@pytest.mark.slow  # end to end (~14 s); lm-grpo's tiny CLI run covers the same trainer
 @pytest.mark.timeout(300)
 def test_tiny_study_through_the_cli(tmp_path):
     out = tmp_path / "lmv"

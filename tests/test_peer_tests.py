@@ -153,6 +153,7 @@ def test_result_is_ok_only_with_passes_and_no_failures(tmp_path):
     assert not peer_tests.Result(0, 0, 3, [], 5).ok  # nothing ran
 
 
+@pytest.mark.slow  # downloads gymnax's sdist from PyPI and runs part of its suite (~10 s)
 def test_real_gymnax_tests_subset_when_pypi_answers(tmp_path):
     """gymnax 1.0.1's own tests of what its users found broken through the adapter (the
     transition-gradient API, step_env's five values), downloaded from PyPI. Needs the

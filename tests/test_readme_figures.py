@@ -259,10 +259,27 @@ def _lm_variants(s):
     return rows
 
 
+def _alphazero(s):
+    """The README's alphazero table rows and the learning line."""
+    rows = []
+    for player, label in (("search", "search agent (Gumbel MuZero, 16 simulations)"),
+                          ("network", "policy head alone (greedy)")):
+        cells = []
+        for opponent in ("random", "depth2"):
+            v = s[f"{player}_vs_{opponent}_final"]
+            start = s[f"{player}_vs_{opponent}_curve"]["mean"][0]
+            cells.append(f"{start:.3f} → {ci(v['point'], (v['low'], v['high']))}")
+        rows.append(f"| {label} | {cells[0]} | {cells[1]} |")
+    imp = s["search_vs_depth2_improvement"]
+    rows.append(f"against depth-2 by {ci(imp['point'], (imp['low'], imp['high']), sign=True)}")
+    return rows
+
+
 MAKERS = {"orm-vs-prm": _orm, "lm-variants": _lm_variants, "rl-then-search": _rl_then_search,
           "test-time-search": _test_time_search, "lm-grpo": _lm_grpo,
           "ppo-cartpole": _ppo_cartpole, "four-answer": _four_answer, "gdro": _gdro,
-          "grpo-signal": _grpo_signal, "interval-coverage": _interval_coverage}
+          "grpo-signal": _grpo_signal, "interval-coverage": _interval_coverage,
+          "alphazero": _alphazero}
 
 
 def _nth(make: Callable[[dict], list[str]], index: int, summary: dict) -> str:

@@ -227,6 +227,7 @@ def test_bad_input():
         study.Config(final_updates=10_000).validate()
 
 
+@pytest.mark.slow  # end to end through the study (~10 s); the trainer is tested above
 def test_study_tiny(tmp_path):
     out, s = run_study(tmp_path, "recurrent-ppo", "seeds=4", "total_steps=256",
                        "num_envs=4", "num_steps=16", "num_minibatches=2", "num_epochs=1",

@@ -212,6 +212,7 @@ def test_test_time_search_bad_alpha(capsys):
     assert "alpha" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # end to end through the CLI (~12 s); its statistics are tested above
 @pytest.mark.timeout(240)
 def test_rl_then_search_small(tmp_path):
     out, s = run_study(tmp_path, "rl-then-search", "seeds=2", "updates=5",
