@@ -69,7 +69,8 @@ class Config:
 
     Defaults: 16 seeds (blocks of 8); 50 iterations of 32 games x 42 plies of self-play
     (16 simulations per move, Gumbel MuZero), 16 Adam steps of 128 positions per
-    iteration from the last 4 windows; a 128 x 128 MLP; evaluation every 5 iterations over 32 games per matchup.
+    iteration from the last 4 windows; a 128 x 128 MLP; evaluation every 5 iterations
+    over 32 games per matchup.
     """
 
     seeds: int = 16
