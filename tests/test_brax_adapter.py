@@ -107,6 +107,7 @@ def rollouts(env):
     return jax.jit(run)(keys, _actions(T))
 
 
+@pytest.mark.slow  # the shared rollouts fixture compiles Brax three ways (~35 s)
 def test_steps_equal_brax_under_jit_and_vmap(rollouts):
     (obs0, ours), (ref_obs0, ref), _ = rollouts
     np.testing.assert_array_equal(np.asarray(obs0), np.asarray(ref_obs0))
@@ -128,6 +129,7 @@ def test_steps_equal_brax_under_jit_and_vmap(rollouts):
     assert ours["terminated"].dtype == ours["truncated"].dtype == jnp.bool_
 
 
+@pytest.mark.slow  # the shared rollouts fixture compiles Brax three ways (~35 s)
 def test_terminated_is_physics_truncated_is_time_limit(rollouts):
     (_, ours), _, _ = rollouts
     terminated, truncated = np.asarray(ours["terminated"]), np.asarray(ours["truncated"])
@@ -150,6 +152,7 @@ def test_terminated_is_physics_truncated_is_time_limit(rollouts):
     assert (time[done] == 0).all()
 
 
+@pytest.mark.slow  # the shared rollouts fixture compiles Brax three ways (~35 s)
 def test_final_obs_is_the_observation_before_reset(rollouts):
     (_, ours), (_, ref), _ = rollouts
     done = np.asarray(ours["terminated"] | ours["truncated"])
@@ -161,6 +164,7 @@ def test_final_obs_is_the_observation_before_reset(rollouts):
     np.testing.assert_array_equal(final, np.asarray(ref["final_obs"]))
 
 
+@pytest.mark.slow  # the shared rollouts fixture compiles Brax three ways (~35 s)
 def test_reset_is_fresh_from_the_step_key_not_brax_first_state(rollouts):
     (obs0, ours), _, brax_auto_obs = rollouts
     done = np.asarray(ours["terminated"] | ours["truncated"])

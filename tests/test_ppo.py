@@ -260,6 +260,7 @@ def chunked_sweep_logs(num_seeds, updates_per_chunk, log_every, sweep=None, **ru
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # ~14 s; test_ppo_traced checks chunks == whole run with hparams
 def test_chunked_run_matches_the_whole_run(tmp_path):
     # 3 seeds in a padded block of 4, jitted and vmapped by Sweep / ChunkedSweep.
     whole = Sweep(make_ppo_train(CartPole(), CHUNK_NET, CHUNK_CONFIG), block_size=4).run(

@@ -58,10 +58,13 @@ from rljax.search import (
     qtransform_by_parent_and_siblings,
     search,
 )
-
-Params = Any
-LoopFn = Callable[..., Any]
-QTransform = Callable[[Tree, chex.Array], chex.Array]
+from rljax.search.base import LoopFn, Params, QTransform
+from rljax.search.loop import _mask_invalid_actions
+from rljax.search.policies import (
+    _add_dirichlet_noise,
+    _apply_temperature,
+    _get_logits_from_probs,
+)
 
 
 @struct.dataclass
@@ -126,33 +129,7 @@ ChanceRecurrentFn = Callable[
 
 
 # --------------------------------------------------------------------------------------
-# Small helpers (a few lines each, kept here rather than imported from private modules).
-
-
-def _logits_from_probs(probs: chex.Array) -> chex.Array:
-    return jnp.log(jnp.maximum(probs, jnp.finfo(probs.dtype).tiny))
-
-
-def _dirichlet_mix(rng_key, probs, *, dirichlet_alpha, dirichlet_fraction):
-    """``(1 - ε) p + ε Dir(α)`` per row of ``probs [B, A]``."""
-    batch_size, num_actions = probs.shape
-    noise = jax.random.dirichlet(
-        rng_key, alpha=jnp.full([num_actions], fill_value=dirichlet_alpha), shape=(batch_size,))
-    return (1 - dirichlet_fraction) * probs + dirichlet_fraction * noise
-
-
-def _mask_logits(logits: chex.Array, invalid_actions: chex.Array | None) -> chex.Array:
-    """Invalid actions at the dtype's minimum logit (finite, so no NaN if all are)."""
-    if invalid_actions is None:
-        return logits
-    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
-    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
-
-
-def _tempered(logits: chex.Array, temperature: chex.Numeric) -> chex.Array:
-    """``logits / temperature``, max-shifted; temperature 0 acts as argmax."""
-    logits = logits - jnp.max(logits, keepdims=True, axis=-1)
-    return logits / jnp.maximum(jnp.finfo(logits.dtype).tiny, temperature)
+# Small helpers.
 
 
 def _where_rows(condition: chex.Array, if_true: Any, if_false: Any) -> Any:
@@ -412,10 +389,10 @@ def stochastic_muzero_policy(
         params, rng_key, root, decision_recurrent_fn, chance_recurrent_fn, num_simulations,
         max_depth, invalid_actions)
     rng_key, dirichlet_rng_key, search_rng_key = jax.random.split(rng_key, 3)
-    noisy_logits = _logits_from_probs(_dirichlet_mix(
+    noisy_logits = _get_logits_from_probs(_add_dirichlet_noise(
         dirichlet_rng_key, jax.nn.softmax(root.prior_logits),
         dirichlet_alpha=dirichlet_alpha, dirichlet_fraction=dirichlet_fraction))
-    root_logits = _mask_logits(noisy_logits, invalid_actions)
+    root_logits = _mask_invalid_actions(noisy_logits, invalid_actions)
     joint_root = RootFnOutput(
         prior_logits=jnp.concatenate(
             [root_logits, jnp.full((batch_size, num_outcomes), -jnp.inf, root_logits.dtype)],
@@ -453,6 +430,6 @@ def stochastic_muzero_policy(
     )
     tree = _slice_actions(tree, slice(None, num_actions))
     action_weights = tree.summary().visit_probs
-    action_logits = _tempered(_logits_from_probs(action_weights), temperature)
+    action_logits = _apply_temperature(_get_logits_from_probs(action_weights), temperature)
     action = jax.random.categorical(rng_key, action_logits).astype(jnp.int32)
     return PolicyOutput(action=action, action_weights=action_weights, search_tree=tree)
