@@ -147,6 +147,33 @@ def test_gaussian_actor_critic_has_a_state_independent_log_std():
     assert batched["actor"]["params"]["log_std"].shape == (3, 2)
 
 
+def test_softplus_scale_is_state_dependent_and_matches_a_numpy_forward():
+    net = mlp_gaussian_actor_critic(2, (8,), scale="softplus", activation="relu")
+    params = jax.jit(net.init)(jax.random.key(0), jnp.zeros(3))
+    assert "log_std" not in params["actor"]["params"]
+    obs = np.asarray(RNG.normal(size=(5, 3)), np.float32)
+    (mean, log_std), _ = jax.jit(net.apply)(params, obs)
+    # numpy reference: torso h = relu(x W0 + b0), head [mean | pre] = h W1 + b1,
+    # std = softplus(pre) + 0.001 (gymnax-blines' GaussianSeparateMLP)
+    layers = params["actor"]["params"]["MLP_0"]
+    w0, b0 = (np.asarray(layers["Dense_0"][k], np.float64) for k in ("kernel", "bias"))
+    w1, b1 = (np.asarray(layers["Dense_1"][k], np.float64) for k in ("kernel", "bias"))
+    out = np.maximum(obs @ w0 + b0, 0.0) @ w1 + b1
+    np.testing.assert_allclose(mean, out[:, :2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.exp(log_std), np.log1p(np.exp(out[:, 2:])) + 0.001,
+                               rtol=1e-5)
+    assert np.ptp(np.asarray(log_std), axis=0).min() > 0  # varies with the state
+    # its log-prob is scipy's normal with that state's scale, under vmap over params
+    action = np.asarray(RNG.normal(size=(5, 2)), np.float32)
+    batched = jax.vmap(lambda p: net.distribution.log_prob(net.apply(p, obs)[0], action))(
+        jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), params))
+    expected = scipy.stats.norm(out[:, :2], np.exp(np.asarray(log_std, np.float64))).logpdf(
+        action).sum(axis=1)
+    np.testing.assert_allclose(batched[1], expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="^scale: must be one of parameter, softplus"):
+        mlp_gaussian_actor_critic(2, scale="exp")
+
+
 def test_actor_critic_for_picks_the_head_from_the_spaces():
     assert actor_critic_for(CartPole()).distribution.name == "categorical"
     pendulum = from_gymnax("Pendulum-v1")

@@ -193,16 +193,27 @@ def mlp_actor_critic(
     return ActorCritic(init=sequential_init(init), apply=apply, actor=actor, value=value)
 
 
+#: The Gaussian head's scales (:func:`mlp_gaussian_actor_critic`'s ``scale``).
+GAUSSIAN_SCALES = ("parameter", "softplus")
+
+
 class GaussianActor(nn.Module):
-    """An MLP mean ``[..., A]`` and a state-independent ``log_std`` parameter ``[A]``
-    (broadcast to the mean's shape), as in PPO for continuous control (Schulman et al.,
-    2017; CleanRL ``ppo_continuous_action.py``).
+    """An MLP mean ``[..., A]`` and its standard deviation, one of :data:`GAUSSIAN_SCALES`:
+
+    * ``"parameter"``: a state-independent ``log_std`` parameter ``[A]`` (broadcast to the
+      mean's shape), as in PPO for continuous control (Schulman et al., 2017; CleanRL
+      ``ppo_continuous_action.py``);
+    * ``"softplus"``: state-dependent, ``std = softplus(W h + b) + min_std`` from the
+      mean's torso output ``h`` (a second linear head beside the mean's: one layer of
+      ``2 A`` outputs), as gymnax-blines' ``GaussianSeparateMLP`` (``min_std`` 0.001).
 
     Attributes:
       hidden_sizes, activation: of the mean's torso.
       action_dim: A.
       head_gain: orthogonal gain of the mean's layer (0.01: actions start near 0).
-      log_std_init: initial ``log_std`` (0: unit standard deviation).
+      log_std_init: initial ``log_std`` (0: unit standard deviation; ``"parameter"``).
+      scale: ``"parameter"`` or ``"softplus"``.
+      min_std: the softplus scale's floor (``"softplus"``).
     """
 
     hidden_sizes: Sequence[int]
@@ -210,9 +221,16 @@ class GaussianActor(nn.Module):
     head_gain: float
     activation: Callable[[Array], Array] = jnp.tanh
     log_std_init: float = 0.0
+    scale: str = "parameter"
+    min_std: float = 0.001
 
     @nn.compact
     def __call__(self, x: Array) -> tuple[Array, Array]:
+        if self.scale == "softplus":
+            out = MLP(self.hidden_sizes, 2 * self.action_dim, self.head_gain,
+                      self.activation)(x)
+            mean, pre_scale = out[..., :self.action_dim], out[..., self.action_dim:]
+            return mean, jnp.log(nn.softplus(pre_scale) + self.min_std)
         mean = MLP(self.hidden_sizes, self.action_dim, self.head_gain, self.activation)(x)
         log_std = self.param("log_std", nn.initializers.constant(self.log_std_init),
                              (self.action_dim,))
@@ -230,11 +248,14 @@ def mlp_gaussian_actor_critic(
     tanh_squash: bool = False,
     low: Any = None,
     high: Any = None,
+    scale: str = "parameter",
 ) -> ActorCritic:
     """A diagonal-Gaussian actor and a critic with separate MLP torsos.
 
     ``apply(params, obs [..., D]) -> ((mean [..., A], log_std [..., A]), value [...])``,
-    ``log_std`` a state-independent parameter (``params["actor"]["params"]["log_std"]``).
+    ``log_std`` a state-independent parameter (``params["actor"]["params"]["log_std"]``)
+    or, with ``scale="softplus"``, ``log(softplus(W h + b) + 0.001)`` of the actor's torso
+    output ``h`` (gymnax-blines' Gaussian head; :class:`GaussianActor`).
 
     Args:
       action_dim: A (>= 1).
@@ -243,14 +264,20 @@ def mlp_gaussian_actor_critic(
       log_std_init: initial log standard deviation (0.0).
       tanh_squash, low, high: of :func:`~rljax.policies.distributions.diagonal_gaussian`
         (squash the sample onto ``[low, high]`` with the log-prob correction).
+      scale: one of :data:`GAUSSIAN_SCALES` (``"parameter"``).
 
     Returns:
       :class:`ActorCritic` whose ``distribution`` is the matching diagonal Gaussian.
+
+    Raises:
+      ValueError: one line naming ``scale`` when it is not one of :data:`GAUSSIAN_SCALES`.
     """
+    if scale not in GAUSSIAN_SCALES:
+        raise ValueError(f"scale: must be one of {', '.join(GAUSSIAN_SCALES)}, got {scale!r}")
     distribution = diagonal_gaussian(action_dim, tanh_squash=tanh_squash, low=low, high=high)
     _check_sizes(action_dim, hidden_sizes, activation)
     module = GaussianActor(tuple(hidden_sizes), action_dim, actor_head_gain,
-                           ACTIVATIONS[activation], float(log_std_init))
+                           ACTIVATIONS[activation], float(log_std_init), scale)
     critic = MLP(tuple(hidden_sizes), 1, critic_head_gain, ACTIVATIONS[activation])
 
     def actor_init(key: PRNGKey, obs: Array) -> Params:
@@ -281,6 +308,7 @@ def actor_critic_for(
     activation: str = "tanh",
     tanh_squash: bool = False,
     log_std_init: float = 0.0,
+    scale: str = "parameter",
 ) -> ActorCritic:
     """The MLP actor-critic that fits ``env``'s spaces: categorical for ``Discrete(n)``,
     diagonal Gaussian for a ``Box`` of shape ``(A,)`` (tanh-squashed onto its bounds when
@@ -291,7 +319,8 @@ def actor_critic_for(
         (rljax's or a gymnax space).
       env_params: its params (default ``env.default_params``).
       hidden_sizes, activation: of both torsos.
-      tanh_squash, log_std_init: Gaussian heads only.
+      tanh_squash, log_std_init, scale: Gaussian heads only (see
+        :func:`mlp_gaussian_actor_critic`).
 
     Raises:
       ValueError: one line naming the env when its observations are not one vector (wrap
@@ -311,7 +340,7 @@ def actor_critic_for(
         net = mlp_gaussian_actor_critic(
             space.shape[0], hidden_sizes, activation=activation, log_std_init=log_std_init,
             tanh_squash=tanh_squash, low=space.low if tanh_squash else None,
-            high=space.high if tanh_squash else None)
+            high=space.high if tanh_squash else None, scale=scale)
         check_supports(net.distribution, space, name)
         return net
     raise ValueError(f"{name}: MLP policies support Discrete(n) and Box of shape (A,) action "

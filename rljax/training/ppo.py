@@ -71,9 +71,17 @@ class PPOTrainConfig(NamedTuple):
       learning_rate: Adam's initial step size.
       anneal_lr: anneal linearly to 0 over all gradient steps.
       adam_eps: Adam's epsilon.
-      max_grad_norm: global-norm gradient clip (``optax.clip_by_global_norm``).
+      max_grad_norm: the gradient clip's bound: the global norm
+        (``optax.clip_by_global_norm``, CleanRL, PureJaxRL, gymnax-blines) or, with
+        ``grad_clip="elementwise"``, each gradient entry (``optax.clip``, rejax).
+      grad_clip: ``"global_norm"`` (default) or ``"elementwise"``.
       clip_epsilon, value_coef, entropy_coef, value_clip, normalize_advantages: of
         :func:`ppo` (``value_clip=None`` switches value clipping off).
+      bootstrap_truncations: bootstrap a time-limit truncation from the value of the
+        episode's true final observation (``info["final_obs"]``, gymnax >= 1.0
+        semantics; default). ``False`` ends it like a termination (gymnax < 1.0,
+        gymnax-blines, rejax), which also skips the critic pass over the rollout's final
+        observations. Without ``final_obs`` in the env's info it is always ``False``.
     """
 
     num_envs: int = 4
@@ -92,6 +100,8 @@ class PPOTrainConfig(NamedTuple):
     entropy_coef: float = 0.01
     value_clip: float | None = 0.2
     normalize_advantages: bool = True
+    grad_clip: str = "global_norm"
+    bootstrap_truncations: bool = True
 
     @property
     def batch_size(self) -> int:
@@ -142,6 +152,16 @@ def check_train_config(config: PPOTrainConfig) -> None:
             raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
     check_ppo_args(config.clip_epsilon, None, None, config.value_coef, config.entropy_coef,
                    config.value_clip)
+    if config.grad_clip not in GRAD_CLIPS:
+        raise ValueError(f"grad_clip: must be one of {', '.join(GRAD_CLIPS)}, got "
+                         f"{config.grad_clip!r}")
+    if not isinstance(config.bootstrap_truncations, bool):
+        raise ValueError(f"bootstrap_truncations: must be True or False, got "
+                         f"{config.bootstrap_truncations!r}")
+
+
+#: The values of :attr:`PPOTrainConfig.grad_clip`.
+GRAD_CLIPS = ("global_norm", "elementwise")
 
 
 #: The :class:`PPOTrainConfig` fields a training run may read from a traced ``hparams``
@@ -189,7 +209,8 @@ def resolve_hparams(config: PPOTrainConfig,
 
 def ppo_optimizer(config: PPOTrainConfig,
                   hparams: Mapping[str, Any] | None = None) -> optax.GradientTransformation:
-    """``clip_by_global_norm(max_grad_norm)`` then Adam with a linearly annealed step size
+    """``clip_by_global_norm(max_grad_norm)`` (``optax.clip(max_grad_norm)`` with
+    ``config.grad_clip == "elementwise"``) then Adam with a linearly annealed step size
     (from ``learning_rate`` to 0 over ``num_updates * num_epochs * num_minibatches``
     gradient steps) or a constant one.
 
@@ -204,7 +225,8 @@ def ppo_optimizer(config: PPOTrainConfig,
         learning_rate = optax.linear_schedule(values["learning_rate"], 0.0, steps)
     else:
         learning_rate = values["learning_rate"]
-    return optax.chain(optax.clip_by_global_norm(values["max_grad_norm"]),
+    clip = (optax.clip if config.grad_clip == "elementwise" else optax.clip_by_global_norm)
+    return optax.chain(clip(values["max_grad_norm"]),
                        optax.adam(learning_rate, eps=values["adam_eps"]))
 
 
@@ -492,8 +514,8 @@ def _ppo_program(
     num_envs, num_steps = config.num_envs, config.num_steps
     reset = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)
-    bootstrap_truncations, has_raw_reward = _step_info_keys(env, env_params, action_space,
-                                                            num_envs)
+    has_final_obs, has_raw_reward = _step_info_keys(env, env_params, action_space, num_envs)
+    bootstrap_truncations = has_final_obs and config.bootstrap_truncations
     _check_policy_shapes(env, env_params, init_params, apply, num_envs, env_name)
 
     def rollout(params, obs, env_state, episode_return, key):

@@ -194,8 +194,8 @@ def _recurrent_program(env: Environment, net: Any, config: PPOTrainConfig,
     num_envs, num_steps = config.num_envs, config.num_steps
     reset_envs = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)
-    bootstrap_truncations, has_raw_reward = _step_info_keys(env, env_params, action_space,
-                                                            num_envs)
+    has_final_obs, has_raw_reward = _step_info_keys(env, env_params, action_space, num_envs)
+    bootstrap_truncations = has_final_obs and config.bootstrap_truncations
     obs_shape = jax.eval_shape(reset_envs, jax.random.split(jax.random.key(0), num_envs),
                                env_params)[0].shape
     if len(obs_shape) != 2:
