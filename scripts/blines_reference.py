@@ -1,0 +1,335 @@
+"""gymnax-blines' published PPO figures, read from its logs and re-run by its own code.
+
+gymnax's README quotes one return per environment with a link to gymnax-blines (Lange,
+https://github.com/RobertTLange/gymnax-blines), e.g. Pendulum-v1 "PPO, ES (R: -130)" and
+Breakout-MinAtar "PPO (R: 28)". Beside each ``agents/<env>/<algo>.yaml`` the repository
+keeps the run's log, ``agents/<env>/<algo>.pkl`` (``log_steps``, ``log_return``: the mean
+return of 164 sampled test rollouts at each evaluation, one seed, ``seed_id`` 0). This
+script reads those logs and re-runs the PPO configuration with gymnax-blines' own code
+over several seeds, so the ``ppo`` study compares against what the configuration
+actually gives, not against one quoted number. Nothing of gymnax-blines is copied here;
+both commands take a checkout of its repository (not on PyPI)::
+
+    git clone https://github.com/RobertTLange/gymnax-blines /tmp/gymnax-blines
+    python scripts/blines_reference.py logs --source /tmp/gymnax-blines
+    python scripts/blines_reference.py run --source /tmp/gymnax-blines --env Pendulum-v1 \
+        --seeds 8 --out docs/figures/blines_ppo_Pendulum-v1.json
+
+``logs`` prints, per ``agents/*/*.pkl``, the final, best and last-five-mean evaluation
+return and the configuration's learning rate. The pickles are read with an unpickler
+that only rebuilds numpy arrays and ``OrderedDict``; every other class they name
+(``dotmap.DotMap``, flax's ``FrozenDict``) becomes a plain dict and nothing else is
+imported or called.
+
+``run`` imports ``utils/ppo.py`` and ``utils/models.py`` from the checkout and calls their
+``get_model_ready`` and ``train_ppo`` (seeded as its ``train.py`` does:
+``PRNGKey(seed)``, split once for the init) with the yaml's ``train_config``; per seed the
+last evaluation (164 sampled test rollouts of the final parameters) is the final return.
+Shims, all outside gymnax-blines' files: ``evosax`` (imported by ``utils/models.py``, used
+only by its ES agents) is a stub, and ``gymnax.make`` hands out the env wrapped in gymnax
+1.0.1's ``LegacyStepAPIWrapper`` (gymnax-blines unpacks the five-value step of gymnax <
+1.0; the wrapper folds ``truncated`` into ``done``, which is what gymnax < 1.0 returned).
+Needs ``tfp-nightly`` (its JAX substrate, for gymnax-blines' distributions) and
+``pyyaml``. The summary holds every seed's final return and learning curve, and their IQM
+with the interval of :func:`rljax.stats.reported.reported_interval`.
+
+``compare`` sets a ``ppo`` study run (its ``summary.json``) beside such a re-run::
+
+    python scripts/blines_reference.py compare --rljax results/ppo/summary.json \
+        --blines docs/figures/blines_ppo_Pendulum-v1.json --out FILE
+
+Both finals are the same kind (per seed, the mean return of sampled test rollouts of the
+final policy: gymnax-blines' 164, the study's ``eval_episodes``); the seeds of the two
+are unrelated, so the comparison is unpaired: the probability that a random rljax seed
+beats a random gymnax-blines seed with its stratified-bootstrap interval
+(:func:`rljax.stats.probability_of_improvement_ci`), the two-sided Mann-Whitney U test, and
+each side's IQM interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Globals the log unpickler rebuilds; any other becomes a :class:`_Placeholder`.
+_ALLOWED_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "OrderedDict"),
+}
+
+
+class _Placeholder(dict):
+    """Stands in for a class of a log pickle that is not allowed (kept as its state)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def __setstate__(self, state: Any) -> None:
+        self.update(state if isinstance(state, dict) else {"state": state})
+
+
+class _LogUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED_GLOBALS:
+            return super().find_class(module, name)
+        return _Placeholder
+
+
+def read_log(path: str | os.PathLike) -> dict[str, Any]:
+    """One gymnax-blines log pickle as plain data.
+
+    Args:
+      path: an ``agents/<env>/<algo>.pkl`` file.
+
+    Returns:
+      ``{"steps": int64 [E], "returns": float64 [E], "train_config": dict}``: the env steps
+      and mean evaluation return of each of the ``E`` evaluations, and the run's
+      configuration (a dict; empty if the pickle holds none).
+
+    Raises:
+      ValueError: one line naming the file if it holds no ``log_steps`` / ``log_return``.
+    """
+    with open(path, "rb") as f:
+        data = _LogUnpickler(f).load()
+    if not isinstance(data, dict) or "log_return" not in data or "log_steps" not in data:
+        raise ValueError(f"{path}: not a gymnax-blines log (needs log_steps and log_return)")
+    config = data.get("train_config", {})
+    return {"steps": np.asarray(data["log_steps"], np.int64),
+            "returns": np.asarray(data["log_return"], np.float64),
+            "train_config": {k: v for k, v in dict(config).items() if not k.startswith("_")}}
+
+
+def log_summary(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"final", "best", "last5_mean", "steps", "evaluations", "learning_rate",
+    "seed_id"}`` of one log (:func:`read_log`)."""
+    log = read_log(path)
+    returns = log["returns"]
+    config = log["train_config"]
+    return {"final": float(returns[-1]), "best": float(returns.max()),
+            "last5_mean": float(returns[-5:].mean()), "steps": int(log["steps"][-1]),
+            "evaluations": int(returns.size), "learning_rate": config.get("lr_begin"),
+            "seed_id": config.get("seed_id")}
+
+
+def all_logs(source: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """:func:`log_summary` of every ``agents/*/*.pkl`` with a log, keyed
+    ``"<env>/<file>"`` (``speed.pkl`` files, which hold timings, are skipped)."""
+    out = {}
+    for path in sorted(Path(source, "agents").glob("*/*.pkl")):
+        try:
+            out[f"{path.parent.name}/{path.name}"] = log_summary(path)
+        except ValueError:
+            continue
+    return out
+
+
+def _install_shims() -> None:
+    """Stub ``evosax``; make ``gymnax.make`` return the five-value legacy wrapper."""
+    import gymnax
+    from gymnax.wrappers import LegacyStepAPIWrapper
+
+    sys.modules.setdefault("evosax", types.SimpleNamespace(NetworkMapper={}))
+    if getattr(gymnax.make, "_rljax_legacy", False):
+        return
+    gymnax_make = gymnax.make
+
+    class Legacy(LegacyStepAPIWrapper):
+        def __deepcopy__(self, memo):
+            return self
+
+    def make(env_id, **kwargs):
+        env, params = gymnax_make(env_id, **kwargs)
+        return Legacy(env), params
+
+    make._rljax_legacy = True
+    gymnax.make = make
+
+
+def run_ppo(source: str | os.PathLike, env: str, seeds: list[int],
+            steps: int | None = None) -> dict[str, Any]:
+    """gymnax-blines' PPO (its own code, from ``source``) on ``env`` for each seed.
+
+    Args:
+      source: a gymnax-blines checkout (``utils/``, ``agents/<env>/ppo.yaml``).
+      env: a gymnax id with an ``agents/<env>/ppo.yaml``.
+      seeds: the ``seed_id`` values.
+      steps: overrides ``num_train_steps`` (default: the yaml's).
+
+    Returns:
+      a JSON-able dict: the config, per seed ``final`` (last evaluation), ``curve``,
+      ``curve_steps`` and ``seconds``, and the finals' IQM with its interval.
+
+    Raises:
+      ValueError: one line when ``source`` has no ``agents/<env>/ppo.yaml``.
+    """
+    import jax
+    import yaml
+
+    config_path = Path(source, "agents", env, "ppo.yaml")
+    if not config_path.is_file():
+        have = sorted(p.parent.name for p in Path(source, "agents").glob("*/ppo.yaml"))
+        raise ValueError(f"env: {config_path} does not exist; gymnax-blines has PPO configs "
+                         f"for {', '.join(have)}")
+    _install_shims()
+    sys.path.insert(0, str(Path(source).resolve()))
+    from utils.models import get_model_ready
+    from utils.ppo import train_ppo
+
+    train_config = yaml.safe_load(config_path.read_text())["train_config"]
+    if steps is not None:
+        train_config["num_train_steps"] = steps
+    per_seed = {}
+    for seed in seeds:
+        config = types.SimpleNamespace(**train_config, seed_id=seed)
+        rng = jax.random.PRNGKey(seed)
+        rng, rng_init = jax.random.split(rng)
+        model, params = get_model_ready(rng_init, config)
+        start = time.perf_counter()
+        log_steps, log_return, _ = train_ppo(rng, config, model, params, None)
+        per_seed[str(seed)] = {"final": float(log_return[-1]),
+                               "curve": [float(x) for x in log_return],
+                               "curve_steps": [int(s) for s in log_steps],
+                               "seconds": time.perf_counter() - start}
+        print(f"seed {seed}: final {per_seed[str(seed)]['final']:.1f} "
+              f"({per_seed[str(seed)]['seconds']:.0f} s)", flush=True)
+    finals = np.array([r["final"] for r in per_seed.values()])
+    out: dict[str, Any] = {"env": env, "source": "gymnax-blines utils/ppo.py (train_ppo), "
+                           f"agents/{env}/ppo.yaml", "train_config": train_config,
+                           "seeds": seeds, "per_seed": per_seed, "finals": finals.tolist()}
+    if finals.size >= 2:
+        from rljax.stats.reported import reported_interval
+
+        ci = reported_interval("iqm", finals, key=jax.random.key(0), reps=2000)
+        out.update(final_iqm=float(ci.point), final_ci=[float(ci.low), float(ci.high)],
+                   interval_note=ci.note)
+    return out
+
+
+def compare(rljax_summary: dict[str, Any], blines_run: dict[str, Any],
+            reps: int = 2000) -> dict[str, Any]:
+    """The unpaired comparison of a ``ppo`` study summary's sampled test returns with a
+    :func:`run_ppo` result (module docstring).
+
+    Args:
+      rljax_summary: a ``ppo`` study ``summary.json`` (with ``eval_returns_sampled``).
+      blines_run: a :func:`run_ppo` result (``finals``).
+      reps: bootstrap resamples.
+
+    Returns:
+      ``{"env", "rljax": {"seeds", "iqm", "ci"}, "blines": {...},`` (each side's IQM
+      interval as its file states it),
+      "probability_of_improvement": {"point", "low", "high"}, "mann_whitney_p"}``.
+
+    Raises:
+      ValueError: one line when the envs differ or the summary has no test returns.
+    """
+    import jax
+
+    from rljax import stats
+    from rljax.stats.reported import reported_interval
+
+    if rljax_summary.get("env") != blines_run.get("env"):
+        raise ValueError(f"--blines: its env {blines_run.get('env')!r} is not the run's "
+                         f"{rljax_summary.get('env')!r}")
+    if not rljax_summary.get("eval_returns_sampled"):
+        raise ValueError("--rljax: the summary has no eval_returns_sampled (run the study "
+                         "with eval_episodes > 0)")
+    ours = np.asarray(rljax_summary["eval_returns_sampled"], np.float64)
+    theirs = np.asarray(blines_run["finals"], np.float64)
+    out: dict[str, Any] = {"env": rljax_summary["env"],
+                           "rljax_hyperparameters": rljax_summary.get("hyperparameters"),
+                           "blines_source": blines_run.get("source")}
+    # each side's IQM interval as its own file states it (the study's, the re-run's)
+    out["rljax"] = {"seeds": int(ours.size), "iqm": rljax_summary["eval_return_sampled_iqm"],
+                    "ci": rljax_summary["eval_return_sampled_ci"]}
+    if "final_iqm" not in blines_run:
+        ci = reported_interval("iqm", theirs, key=jax.random.key(2), reps=reps)
+        blines_run = {**blines_run, "final_iqm": float(ci.point),
+                      "final_ci": [float(ci.low), float(ci.high)]}
+    out["blines"] = {"seeds": int(theirs.size), "iqm": blines_run["final_iqm"],
+                     "ci": blines_run["final_ci"]}
+    poi = stats.probability_of_improvement_ci(ours, theirs, key=jax.random.key(3), reps=reps)
+    out["probability_of_improvement"] = {"point": float(poi.point), "low": float(poi.low),
+                                         "high": float(poi.high)}
+    out["mann_whitney_p"] = float(stats.mann_whitney_u(ours, theirs).pvalue)
+    return out
+
+
+def _write_json(path: str, data: dict[str, Any], overwrite: bool) -> None:
+    if os.path.exists(path) and not overwrite:
+        raise SystemExit(f"--out: {path} exists; pass --overwrite to replace it")
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    logs = sub.add_parser("logs", help="summarise agents/*/*.pkl")
+    logs.add_argument("--source", required=True, help="a gymnax-blines checkout")
+    run = sub.add_parser("run", help="re-run a PPO config with gymnax-blines' code")
+    run.add_argument("--source", required=True, help="a gymnax-blines checkout")
+    run.add_argument("--env", required=True)
+    run.add_argument("--seeds", type=int, default=8, help="seeds 0 .. N-1 (>= 1)")
+    run.add_argument("--steps", type=int, default=None)
+    run.add_argument("--out", default=None, help="JSON file to write (atomically)")
+    run.add_argument("--overwrite", action="store_true")
+    cmp = sub.add_parser("compare", help="a ppo study run vs a gymnax-blines re-run")
+    cmp.add_argument("--rljax", required=True, help="a ppo study summary.json")
+    cmp.add_argument("--blines", required=True, help="a JSON written by `run`")
+    cmp.add_argument("--out", default=None, help="JSON file to write (atomically)")
+    cmp.add_argument("--overwrite", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "compare":
+        try:
+            result = compare(json.loads(Path(args.rljax).read_text()),
+                             json.loads(Path(args.blines).read_text()))
+        except (OSError, ValueError) as err:
+            parser.exit(2, f"{err}\n")
+        poi = result["probability_of_improvement"]
+        print(f"{result['env']}: rljax IQM {result['rljax']['iqm']:.4g} "
+              f"{result['rljax']['ci']}, gymnax-blines IQM {result['blines']['iqm']:.4g} "
+              f"{result['blines']['ci']}; P(rljax > gymnax-blines) {poi['point']:.2f} "
+              f"[{poi['low']:.2f}, {poi['high']:.2f}], Mann-Whitney p "
+              f"{result['mann_whitney_p']:.3g}")
+        if args.out:
+            _write_json(args.out, result, args.overwrite)
+        return 0
+    if not Path(args.source, "agents").is_dir():
+        parser.exit(2, f"--source: {args.source} is not a gymnax-blines checkout (no agents/)\n")
+    if args.command == "logs":
+        for name, s in all_logs(args.source).items():
+            print(f"{name}: final {s['final']:.4g}, best {s['best']:.4g}, last-5 mean "
+                  f"{s['last5_mean']:.4g} at {s['steps']:,} steps (lr {s['learning_rate']}, "
+                  f"seed {s['seed_id']})")
+        return 0
+    if args.seeds < 1:
+        parser.exit(2, f"--seeds: must be >= 1, got {args.seeds}\n")
+    try:
+        result = run_ppo(args.source, args.env, list(range(args.seeds)), args.steps)
+    except ValueError as err:
+        parser.exit(2, f"{err}\n")
+    if "final_iqm" in result:
+        low, high = result["final_ci"]
+        print(f"{args.env}: final return IQM {result['final_iqm']:.4g} [{low:.4g}, {high:.4g}] "
+              f"over {args.seeds} seeds")
+    if args.out:
+        _write_json(args.out, result, args.overwrite)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
