@@ -59,7 +59,7 @@ from rljax import io, stats
 from rljax.config import ConfigError, require_choice, require_float, require_int
 from rljax.grid import Grid, grid_columns
 from rljax.policies import actor_critic_for
-from rljax.policies.mlp import ACTIVATIONS
+from rljax.policies.mlp import ACTIVATIONS, GAUSSIAN_SCALES
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.training.ppo import ENV_AXIS, PPOTrainConfig, make_ppo_chunks, train_config_from
@@ -124,7 +124,7 @@ class Config:
                                              "num_envs", "num_steps", "num_epochs",
                                              "num_minibatches", "anneal_lr", "value_clip",
                                              "total_steps", "normalize_observations",
-                                             "normalize_rewards")
+                                             "normalize_rewards", "gaussian_scale")
 
     env: str = "CartPole-v1"
     preset: str = "auto"
@@ -150,6 +150,9 @@ class Config:
     hidden_layers: int = 2
     activation: str = "tanh"
     normalize_observations: bool = False
+    # a Gaussian head's standard deviation (Box actions only): "parameter", a
+    # state-independent log-std; "softplus", state-dependent (gymnax-blines)
+    gaussian_scale: str = "parameter"
     # not in any preset: CleanRL's continuous-control wrapper (gym's NormalizeReward),
     # off unless asked (``--set normalize_rewards=true``)
     normalize_rewards: bool = False
@@ -239,6 +242,7 @@ class Config:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: must be a boolean, got {getattr(self, name)!r}")
         require_choice("activation", self.activation, tuple(ACTIVATIONS))
+        require_choice("gaussian_scale", self.gaussian_scale, GAUSSIAN_SCALES)
         check_env(self)  # after the network's fields: it builds the env and the policy
         require_choice("preset", self.preset, PRESET_NAMES)
         if self.preset != "auto":
@@ -339,7 +343,8 @@ def make_env(config: Config) -> Any:
 
 def make_network(env: Any, config: Config) -> Any:
     """``actor_critic_for(env)`` with ``hidden_layers`` x ``hidden_size`` torsos: a
-    categorical head for ``Discrete(n)`` actions, a diagonal Gaussian for ``Box (A,)``.
+    categorical head for ``Discrete(n)`` actions, a diagonal Gaussian for ``Box (A,)``
+    (its standard deviation ``config.gaussian_scale``).
 
     Raises:
       ValueError: one line naming the env and what is allowed, for any other action space.
@@ -352,7 +357,7 @@ def make_network(env: Any, config: Config) -> Any:
                          "study's policy takes Discrete(n) (categorical) or Box of shape "
                          "(A,) (diagonal Gaussian) actions")
     return actor_critic_for(env, hidden_sizes=(config.hidden_size,) * config.hidden_layers,
-                            activation=config.activation)
+                            activation=config.activation, scale=config.gaussian_scale)
 
 
 def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], dict]:

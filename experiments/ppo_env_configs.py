@@ -3,12 +3,18 @@
 Each row is one published configuration, copied field by field and citing its file:
 
 * **gymnax-blines** (Lange, https://github.com/RobertTLange/gymnax-blines,
-  ``agents/<env>/ppo.yaml``): the configurations behind the PPO returns in gymnax's README
-  (e.g. Pendulum-v1 "PPO R: -130", Breakout-MinAtar "R: 28"). ``num_train_envs`` ->
+  ``agents/<env>/ppo.yaml``): the configurations linked from gymnax's README. Their
+  published return is the one in the run's own log beside the yaml
+  (``agents/<env>/ppo.pkl``: the mean of 164 sampled test rollouts at the last
+  evaluation, one run, seed 0; ``python scripts/blines_reference.py logs``), not the
+  README's figure: Pendulum-v1's "R: -130" is its ES agent's (``es.pkl``, final -130.2;
+  the PPO log ends at -200.6), and Breakout-MinAtar's "R: 28" is the final of none of
+  its logs (``ppo.pkl`` ends at 22.9, best 23.5). ``num_train_envs`` ->
   ``num_envs``, ``n_steps`` -> ``num_steps``, ``epoch_ppo`` x ``n_minibatch`` ->
   ``num_epochs`` x ``num_minibatches``, ``lr_begin == lr_end`` -> a constant step size,
   ``clip_eps`` also clips the value (their loss does), Adam eps 1e-5, separate
-  ``num_hidden_layers`` x ``num_hidden_units`` ReLU MLPs (``utils/models.py``).
+  ``num_hidden_layers`` x ``num_hidden_units`` ReLU MLPs (``utils/models.py``), and for
+  continuous actions its state-dependent softplus scale (``gaussian_scale="softplus"``).
 * **rejax** (Liesen et al., https://github.com/keraJLi/rejax, ``configs/gymnax/*.yaml`` and
   ``benchmark/*.yaml``): ``agent_kwargs.activation`` (rejax's default is swish), 64x64
   networks (rejax's default ``hidden_layer_sizes``), value clipped with ``clip_eps``.
@@ -20,9 +26,9 @@ Each row is one published configuration, copied field by field and citing its fi
 
 What rljax cannot copy exactly (stated in every report through :attr:`Preset.note`):
 rejax clips gradients elementwise (``optax.clip``; rljax clips the global norm) and uses
-Adam eps 1e-8 (rljax 1e-5); gymnax-blines' Gaussian head has a state-dependent softplus
-scale (rljax: a state-independent ``log_std``); gymnax < 1.0 (both sources) does not
-bootstrap time-limit truncations (rljax does, from ``info["final_obs"]``).
+Adam eps 1e-8 (rljax 1e-5); gymnax-blines initialises differently (LeCun-normal kernels,
+uniform biases); gymnax < 1.0 (both sources) does not bootstrap time-limit truncations
+(rljax does, from ``info["final_obs"]``).
 
 An env without a row gets :data:`GENERIC_DISCRETE` or :data:`GENERIC_CONTINUOUS` (CleanRL),
 chosen by its action space.
@@ -41,11 +47,11 @@ CLEANRL = "https://github.com/vwxyzjn/cleanrl/blob/master/cleanrl/{}"
 PRESET_FIELDS = ("total_steps", "num_envs", "num_steps", "num_epochs", "num_minibatches",
                  "gamma", "lam", "learning_rate", "anneal_lr", "clip_epsilon", "value_clip",
                  "entropy_coef", "value_coef", "max_grad_norm", "hidden_size",
-                 "hidden_layers", "activation", "normalize_observations")
+                 "hidden_layers", "activation", "normalize_observations", "gaussian_scale")
 
-_BLINES_NOTE = ("gymnax-blines' Gaussian scale is a state-dependent softplus (rljax: a "
-                "state-independent log-std); its gymnax < 1.0 did not bootstrap time-limit "
-                "truncations (rljax does)")
+_BLINES_NOTE = ("gymnax-blines initialises with LeCun-normal kernels and uniform(0.05) "
+                "biases (rljax: orthogonal, zeros); its gymnax < 1.0 did not bootstrap "
+                "time-limit truncations (rljax does)")
 _REJAX_NOTE = ("rejax clips gradients elementwise (rljax: global norm) with Adam eps 1e-8 "
                "(rljax 1e-5), and does not bootstrap time-limit truncations (rljax does)")
 
@@ -80,14 +86,20 @@ class Preset:
 def _values(**kw: Any) -> dict[str, Any]:
     base = dict(gamma=0.99, lam=0.95, clip_epsilon=0.2, value_clip=0.2, entropy_coef=0.01,
                 value_coef=0.5, hidden_layers=2, normalize_observations=False,
-                anneal_lr=False)
+                anneal_lr=False, gaussian_scale="parameter")
     return {**base, **kw}
 
 
+#: Where a gymnax-blines published return comes from (``{}``: the env).
+BLINES_LOG = ("gymnax-blines agents/{}/ppo.pkl, the final evaluation (164 sampled test "
+              "rollouts) of its one logged run, seed 0")
+
+
 def _blines(env: str, published: float | None = None, **kw: Any) -> Preset:
-    values = _values(num_epochs=4, learning_rate=5e-4, activation="relu", **kw)
+    values = _values(num_epochs=4, learning_rate=5e-4, activation="relu",
+                     gaussian_scale="softplus", **kw)
     return Preset("gymnax-blines", GYMNAX_BLINES.format(env), values, _BLINES_NOTE,
-                  published, "gymnax README, PPO column (gymnax-blines)" if published else "")
+                  published, BLINES_LOG.format(env) if published is not None else "")
 
 
 GENERIC_DISCRETE = Preset(
@@ -108,7 +120,7 @@ GENERIC_CONTINUOUS = Preset(
 #: ``{env: {preset name: Preset}}``; the first preset of an env is its default.
 PRESETS: dict[str, dict[str, Preset]] = {
     "Pendulum-v1": {
-        "gymnax-blines": _blines("Pendulum-v1", -130.0, total_steps=1_000_000, num_envs=32,
+        "gymnax-blines": _blines("Pendulum-v1", -200.6, total_steps=1_000_000, num_envs=32,
                                  num_steps=16, num_minibatches=4, max_grad_norm=1.0,
                                  hidden_size=64),
         "rejax": Preset("rejax", REJAX.format("configs/gymnax/pendulum.yaml"), _values(
@@ -123,7 +135,7 @@ PRESETS: dict[str, dict[str, Preset]] = {
                                  max_grad_norm=1.0, hidden_size=64),
     },
     "Breakout-MinAtar": {
-        "gymnax-blines": _blines("Breakout-MinAtar", 28.0, total_steps=10_000_000,
+        "gymnax-blines": _blines("Breakout-MinAtar", 22.9, total_steps=10_000_000,
                                  num_envs=64, num_steps=128, num_minibatches=8,
                                  max_grad_norm=0.5, gamma=0.999, hidden_size=256),
         "rejax": Preset("rejax", REJAX.format("benchmark/breakout_1m.yaml"), _values(

@@ -19,10 +19,14 @@ def test_continuous_env_bench_has_the_documented_keys():
     (size,) = result["sizes"]
     for key in ("seeds", "updates", "env_steps", "rljax_seconds", "rejax_seconds",
                 "rljax_steps_per_second", "rejax_steps_per_second", "ratio",
-                "rljax_compile_seconds", "rejax_compile_seconds"):
+                "rljax_compile_seconds", "rejax_compile_seconds", "rljax_matched_seconds",
+                "rljax_matched_steps_per_second", "ratio_matched"):
         assert key in size, key
-    assert size["env_steps"] == 512 and size["ratio"] > 0
+    assert size["env_steps"] == 512 and size["ratio"] > 0 and size["ratio_matched"] > 0
     assert result["min_ratio"] == size["ratio"]
+    assert result["min_ratio_matched"] == size["ratio_matched"]
+    assert result["matched"] == {"bootstrap_truncations": False, "grad_clip": "elementwise",
+                                 "adam_eps": 1e-8}
     returns = result["returns"]
     assert returns["updates"] == 13 and returns["final_updates"] == 13
     for side in ("rljax", "rejax"):
@@ -32,7 +36,7 @@ def test_continuous_env_bench_has_the_documented_keys():
         assert low <= returns[side]["iqm"] <= high
     assert isinstance(returns["each_within_other"], bool)
     text = bench.table(result)
-    assert "Pendulum-v1" in text and "final return" in text
+    assert "Pendulum-v1" in text and "final return" in text and "rejax's semantics" in text
 
 
 def test_cartpole_default_keeps_the_ppo_cartpole_setup():

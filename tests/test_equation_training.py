@@ -145,6 +145,7 @@ def test_run_attempt_against_a_python_loop():
     assert float(rec["outcome"]) == outcome
 
 
+@pytest.mark.slow  # suite time (~15 s); run_attempt's loop reference and the loss test stay fast
 def test_tiny_training_runs_under_jit_and_vmap():
     # "outcome+progress" with a KL term exercises both advantage paths and the reference.
     # 32 problems x 3 updates x 2 seeds: were the split ignored, ~38 would be held out.

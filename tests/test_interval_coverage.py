@@ -186,6 +186,7 @@ def test_reported_median_with_censored_seeds_and_bad_input():
                                    method="order_statistic")
 
 
+@pytest.mark.slow  # suite time (~9 s); the coverage functions' tests stay fast
 def test_study_runs_end_to_end(tmp_path):
     out = tmp_path / "ic"
     status = main(["run", "interval-coverage", "--out", str(out),

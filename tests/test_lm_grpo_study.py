@@ -14,6 +14,7 @@ TINY = ("sft_steps=0", "rl_steps=4", "steps_per_chunk=2", "prompts_per_step=2",
         "measure_memory=false")
 
 
+@pytest.mark.slow  # suite time (~17 s); the arms' summary test below is fast
 @pytest.mark.timeout(200)
 def test_tiny_study_writes_files_and_keys(tmp_path):
     out = tmp_path / "lm"

@@ -108,6 +108,7 @@ def test_rl_step_trains_on_rewards_and_never_on_nan_rewards(algorithm):
     _leaves_equal(policy(state.params), policy(new.params))
 
 
+@pytest.mark.slow  # suite time (~20 s); the sweep engine's resume tests stay fast
 def test_chunked_sweep_is_per_seed_resumes_bitwise_and_checks_config(tmp_path):
     """3 seeds in blocks of 2, 2 chunks of 2 RL steps, warm-up included (its per-seed
     draws are part of what must be per seed and resumable)."""

@@ -27,7 +27,9 @@ NOTEBOOK_DIR = ROOT / "experiments" / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.py"))
 # 04 is the slowest notebook and its printed figures depend on the CPU's instruction set
 # (XLA's bits for its vmapped sampled GRPO steps): it runs with `python -m pytest -m slow`.
-SLOW = {"04_lm_grpo", "05_alphazero"}  # 05: ~25 s of compiles; tests/test_alphazero.py is fast
+# 05: ~25 s of compiles (tests/test_alphazero.py is fast); 03: ~17 s, it quotes no figure
+# in the README (tests/test_search_*.py and test_mcts*.py are fast)
+SLOW = {"03_search", "04_lm_grpo", "05_alphazero"}
 RUNS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in NOTEBOOKS]
 
 NUMBER = r"([-+]?\d+(?:\.\d+)?)"

@@ -175,6 +175,7 @@ def _grid_run(tmp_path, name, grids, sets=()):
     return out, json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.slow  # suite time (~14 s); the tiny study and the grid-field tests stay fast
 @pytest.mark.timeout(300)
 def test_tiny_grid_writes_columns_curves_and_plot(tmp_path):
     """lr x clip in one program: the tables gain the swept columns, the curves and paired

@@ -39,13 +39,24 @@ def _eval(name: str, digits: int) -> list[str]:
             for m in ("sampled", "mode")]
 
 
+def _blines() -> list[str]:
+    """gymnax-blines' own code re-run (IQM) and its comparison with rljax's Pendulum run."""
+    b = _load("blines_ppo_Pendulum-v1.json")
+    c = _load("blines_vs_rljax_Pendulum-v1.json")
+    p = c["probability_of_improvement"]
+    return [_ci(b["final_iqm"], *b["final_ci"], 0),
+            f"{p['point']:.2f} [{p['low']:.2f}, {p['high']:.2f}]",
+            f"p = {c['mann_whitney_p']:.2f}"]
+
+
 def _bench(name: str) -> list[str]:
     s = _load(name)
     ratios = " / ".join(f"{size['ratio']:.2f}" for size in s["sizes"])
+    matched = " / ".join(f"{size['ratio_matched']:.2f}" for size in s["sizes"])
     rl, rj = s["returns"]["rljax"], s["returns"]["rejax"]
     digits = 0 if abs(rl["iqm"]) > 100 else 2
     returns = (f"{_ci(rl['iqm'], *rl['ci'], digits)} vs {_ci(rj['iqm'], *rj['ci'], digits)}")
-    return [ratios, returns]
+    return [ratios, f"| {matched} |", returns]
 
 
 def _bench_lm() -> list[str]:
@@ -75,10 +86,16 @@ def _recurrent() -> list[str]:
 EXPECTED = {
     "ppo Pendulum-v1 (gymnax-blines)": [_study("ppo_env_Pendulum-v1.json", 0),
                                         *_eval("ppo_env_Pendulum-v1.json", 0)],
+    "ppo Pendulum-v1 (gaussian_scale=parameter)": [
+        _study("ppo_env_Pendulum-v1_parameter_scale.json", 0),
+        _eval("ppo_env_Pendulum-v1_parameter_scale.json", 0)[0]],
     "ppo Pendulum-v1 (normalize_rewards)": [
         _study("ppo_env_Pendulum-v1_normalize_rewards.json", 0),
         *_eval("ppo_env_Pendulum-v1_normalize_rewards.json", 0)],
     "ppo Breakout-MinAtar (rejax)": [_study("ppo_env_Breakout-MinAtar.json", 2)],
+    "ppo Breakout-MinAtar (gymnax-blines)": [_study("ppo_env_Breakout-MinAtar_blines.json", 1),
+                                             *_eval("ppo_env_Breakout-MinAtar_blines.json", 1)],
+    "gymnax-blines' own code on Pendulum-v1": _blines(),
     "bench ppo Pendulum-v1": _bench("bench_ppo_Pendulum-v1.json"),
     "bench ppo Breakout-MinAtar": _bench("bench_ppo_Breakout-MinAtar.json"),
     "recurrent-ppo": _recurrent(),
@@ -97,3 +114,21 @@ def test_the_normalize_rewards_run_used_the_wrapper_and_the_published_preset():
     assert "NormalizeReward" in s["wrappers"] and s["preset"] == "gymnax-blines"
     blines = _load("ppo_env_Pendulum-v1.json")
     assert "NormalizeReward" not in blines["wrappers"] and blines["seeds"] == s["seeds"] == 16
+
+
+def test_the_blines_comparison_is_of_the_committed_runs():
+    """The comparison file was made from the committed Pendulum run and re-run: same
+    per-seed values, same config, and the published values are the logs'."""
+    rljax, blines = _load("ppo_env_Pendulum-v1.json"), _load("blines_ppo_Pendulum-v1.json")
+    c = _load("blines_vs_rljax_Pendulum-v1.json")
+    assert c["rljax"]["iqm"] == rljax["eval_return_sampled_iqm"]
+    assert c["rljax"]["seeds"] == len(rljax["eval_returns_sampled"]) == 16
+    assert c["blines"]["iqm"] == blines["final_iqm"] and c["blines"]["seeds"] == 16
+    assert c["rljax_hyperparameters"] == rljax["hyperparameters"]
+    config = blines["train_config"]
+    hp = rljax["hyperparameters"]
+    assert (config["num_train_envs"], config["n_steps"], float(config["lr_begin"]),
+            config["num_train_steps"]) == (hp["num_envs"], hp["num_steps"],
+                                           hp["learning_rate"], hp["total_steps"])
+    assert hp["gaussian_scale"] == "softplus"
+    assert rljax["published_return"] == -200.6

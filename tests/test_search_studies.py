@@ -183,6 +183,7 @@ def test_analyse_reads_the_ceiling_and_below_ceiling_levels():
 # ------------------------------------------------------------------- small study runs
 
 
+@pytest.mark.slow  # suite time (~11 s); the held-out draw test below stays fast
 @pytest.mark.timeout(240)
 def test_test_time_search_small(tmp_path):
     out, s = run_study(tmp_path, "test-time-search", "seeds=4", "problems_per_level=1",
