@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
 
 import pdoc  # noqa: F401  (a dev dependency: a missing one fails, never skips)
 import pytest
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "build_api_docs.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("build_api_docs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from script_module import load_script
 
 
 @pytest.fixture(scope="module")
 def api_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("api")
     before = set(sys.modules)
-    assert _script().main(["--out", str(out)]) == 0
+    assert load_script("build_api_docs").main(["--out", str(out)]) == 0
     # the reference documents rljax alone: building it imports no study
     imported = {n for n in set(sys.modules) - before if n.split(".")[0] == "experiments"}
     assert not imported, sorted(imported)
@@ -58,6 +49,6 @@ def test_google_sections_are_rendered(api_dir):
 def test_failure_is_one_line_and_nonzero(tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    assert _script().main(["--out", str(blocker)]) == 1
+    assert load_script("build_api_docs").main(["--out", str(blocker)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: build_api_docs:") and err.count("\n") == 1

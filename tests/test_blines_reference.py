@@ -4,27 +4,16 @@ read as plain data, classes it does not allow (``dotmap.DotMap``, a callable suc
 checkout. Synthetic pickles only; the real logs need a gymnax-blines checkout."""
 
 import collections
-import importlib.util
 import os
 import pickle
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
+from script_module import load_script
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "blines_reference.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("blines_reference", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-blines = _load_script()
+blines = load_script("blines_reference")
 
 
 class DotMap:

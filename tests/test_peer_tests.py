@@ -4,27 +4,21 @@ drop-in: sdist extraction (tests only), the gymnax patch on a tiny synthetic tes
 status -- all offline. One test runs a few of gymnax 1.0.1's real tests when PyPI answers
 within a timeout (skipped, with the reason, when it does not)."""
 
-import importlib.util
 import io
 import tarfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 pytestmark = pytest.mark.timeout(240)
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "peer_tests.py"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("peer_tests", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-peer_tests = _load_script()
+peer_tests = load_script("peer_tests")
 
 PROBE_TESTS = '''
 import gymnax

@@ -137,6 +137,8 @@ def test_config_defaults_are_resolved_per_env():
     (["run", "ppo", "--env", "Catch-bsuite", "--set", "preset=rejax"],
      "preset: Catch-bsuite has no 'rejax' row"),
     (["run", "ppo", "--env", "Catch-bsuite", "--set", "env=Pendulum-v1"], "give it once"),
+    (["run", "ppo", "--env", "Pendulum-v1", "--set", "gaussian_scale=exp"],
+     "gaussian_scale: must be one of"),
     (["run", "ppo-cartpole", "--env", "Pendulum-v1"], "study 'ppo-cartpole' takes no env"),
     (["bench", "sweep", "--env", "Pendulum-v1"], "benchmark 'sweep' takes no env"),
     (["bench", "ppo", "--env", "Pendulm-v1"], "close matches: Pendulum-v1"),
