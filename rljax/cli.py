@@ -582,7 +582,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
-        return args.func(args)
+        from rljax.cpu_threads import blas_threads
+
+        with blas_threads(1):  # rljax.cpu_threads: LAPACK off XLA's cores, same bits
+            return args.func(args)
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE

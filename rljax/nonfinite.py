@@ -28,11 +28,20 @@ NONFINITE_STEP = "nonfinite_step"
 def all_finite(tree: Any) -> jax.Array:
     """``bool []``: whether every inexact (float/complex) leaf of ``tree`` is finite
     everywhere; integer and bool leaves are ignored."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
+    leaves = [jnp.ravel(x) for x in jax.tree_util.tree_leaves(tree)
               if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
     if not leaves:
         return jnp.bool_(True)
-    return jnp.all(jnp.stack(leaves))
+    if sum(x.size for x in leaves) > _ONE_PASS_MAX:  # large models: no concatenated copy
+        return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+    # one pass over all leaves (concatenation promotes exactly: a value is finite before
+    # and after), not a reduction per leaf: PPO checks its parameters after every update,
+    # and at small batches each extra reduction is a kernel launch on the critical path
+    return jnp.all(jnp.isfinite(jnp.concatenate(leaves)))
+
+
+#: Above this many elements :func:`all_finite` reduces leaf by leaf.
+_ONE_PASS_MAX = 1 << 22
 
 
 def track_nonfinite(first_step: jax.Array, step: jax.Array, tree: Any) -> jax.Array:

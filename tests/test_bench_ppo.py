@@ -23,6 +23,15 @@ def test_continuous_env_bench_has_the_documented_keys():
                 "rljax_matched_steps_per_second", "ratio_matched"):
         assert key in size, key
     assert size["env_steps"] == 512 and size["ratio"] > 0 and size["ratio_matched"] > 0
+    # one round: its paired ratio is the ratio of the medians
+    assert size["ratio_rounds"] == [size["ratio"]]
+    assert size["ratio_matched_rounds"] == [size["ratio_matched"]]
+    # one round is too few for a 95 % interval of the median: infinite ends
+    assert size["ratio_rounds_median"]["median"] == size["ratio"]
+    assert size["ratio_rounds_median"]["ci"] == [float("-inf"), float("inf")]
+    assert result["blas_threads"] == 1  # the bench runs as rljax's commands do
+    init = result["rljax_init_seconds"]
+    assert init["seeds"] == 1 and init["one_thread"] > 0 and init["one_per_core"] > 0
     assert result["min_ratio"] == size["ratio"]
     assert result["min_ratio_matched"] == size["ratio_matched"]
     assert result["matched"] == {"bootstrap_truncations": False, "grad_clip": "elementwise",
@@ -37,6 +46,38 @@ def test_continuous_env_bench_has_the_documented_keys():
     assert isinstance(returns["each_within_other"], bool)
     text = bench.table(result)
     assert "Pendulum-v1" in text and "final return" in text and "rejax's semantics" in text
+    assert "initialisation alone at 1 seeds" in text
+
+
+@pytest.mark.slow  # needs rejax (the bench extra)
+@pytest.mark.timeout(120)
+def test_rejax_side_outputs_a_sum_of_its_final_parameters():
+    # rejax's train returns only env-state counts; without an output that reads the
+    # parameters its last update writes, XLA drops that update as dead code and rejax is
+    # timed doing one update fewer than rljax
+    import dataclasses
+
+    import jax
+
+    setup = bench.setup_for("Pendulum-v1")
+    key = jax.random.key_data(jax.random.key(0))
+    sums = []
+    for learning_rate in (5e-4, 1e-12):
+        config = setup.config._replace(learning_rate=learning_rate)
+        train = bench._rejax_train(1, dataclasses.replace(setup, config=config))
+        out = jax.jit(train)(key)
+        assert len(out) == 3
+        sums.append(float(out[2]))
+    assert np.isfinite(sums).all() and sums[0] != sums[1]  # the update's parameters
+
+
+def test_median_interval_of_round_ratios_is_the_order_statistic_one():
+    ratios = [1.3, 0.9, 1.0, 1.1, 0.8, 1.2, 0.95, 1.05, 0.85]  # 9 rounds
+    got = bench._median_interval(ratios)
+    ordered = sorted(ratios)
+    assert got["median"] == 1.0
+    assert got["ci"] == pytest.approx([ordered[1], ordered[7]], rel=1e-6)  # ranks 2, 8 of 9
+    assert abs(got["coverage"] - (1 - 2 * 10 / 512)) < 1e-12  # 1 - 2 P(Bin(9, .5) <= 1)
 
 
 def test_cartpole_default_keeps_the_ppo_cartpole_setup():

@@ -74,6 +74,32 @@ def test_helpers_against_numpy():
     assert nonfinite_seeds({"x": np.array([[1.0, np.nan], [1, 2]])}, np.array([5, 6])) == {5: -1}
 
 
+@pytest.mark.parametrize("one_pass", [True, False])
+def test_all_finite_against_numpy_under_jit_and_vmap(one_pass, monkeypatch):
+    # the one-pass concatenation (small trees) and the per-leaf path (over _ONE_PASS_MAX)
+    from rljax import nonfinite
+
+    monkeypatch.setattr(nonfinite, "_ONE_PASS_MAX", 1 << 22 if one_pass else 0)
+    rng = np.random.default_rng(0)
+    trees = []
+    for bad in [None, ("w", np.nan), ("b", np.inf), ("h", -np.inf), ("c", np.nan)]:
+        tree = {"w": rng.normal(size=(4, 3, 2)).astype(np.float32),
+                "b": rng.normal(size=(4, 5)).astype(np.float32),
+                "h": rng.normal(size=(4, 2)).astype(jnp.bfloat16),
+                "c": (rng.normal(size=(4, 3)) + 1j).astype(np.complex64),
+                "n": np.arange(4, dtype=np.int32)}  # integer leaves are ignored
+        if bad is not None:
+            name, value = bad
+            tree[name][2].flat[-1] = value  # seed 2 only
+        trees.append(tree)
+    for tree in trees:
+        expected = [all(np.isfinite(np.asarray(tree[k][i], np.complex128)).all()
+                        for k in ("w", "b", "h", "c")) for i in range(4)]
+        got = jax.jit(jax.vmap(nonfinite.all_finite))(tree)
+        np.testing.assert_array_equal(np.asarray(got), expected)
+    assert bool(nonfinite.all_finite({"n": jnp.int32(1)}))  # no inexact leaf
+
+
 def test_flagged_seeds_and_steps_match_numpy_and_others_are_untouched():
     num_seeds = 40
     result = Sweep(fault_train, base_seed=3, block_size=16).run(num_seeds, progress=False)

@@ -50,13 +50,27 @@ def _blines() -> list[str]:
 
 
 def _bench(name: str) -> list[str]:
+    """A bench row: the like-for-like ratios (median of the rounds' ratios with its interval,
+    rljax with rejax's semantics), rljax's defaults' ratios of median times, the returns."""
     s = _load(name)
+    matched = " / ".join(
+        f"{m['median']:.2f} [{m['ci'][0]:.2f}, {m['ci'][1]:.2f}]"
+        for m in (size["ratio_matched_rounds_median"] for size in s["sizes"]))
     ratios = " / ".join(f"{size['ratio']:.2f}" for size in s["sizes"])
-    matched = " / ".join(f"{size['ratio_matched']:.2f}" for size in s["sizes"])
     rl, rj = s["returns"]["rljax"], s["returns"]["rejax"]
     digits = 0 if abs(rl["iqm"]) > 100 else 2
     returns = (f"{_ci(rl['iqm'], *rl['ci'], digits)} vs {_ci(rj['iqm'], *rj['ci'], digits)}")
-    return [ratios, f"| {matched} |", returns]
+    return [f"| {matched} | {ratios} |", returns]
+
+
+def _init_threads() -> list[str]:
+    """rljax's initialisation at 128 Breakout seeds with one OpenBLAS thread per core and
+    with one (``rljax.cpu_threads``), as the bench measured it."""
+    init = _load("bench_ppo_Breakout-MinAtar.json")["rljax_init_seconds"]
+    per_core, one = f"{init['one_per_core']:.2f}", f"{init['one_thread']:.2f}"
+    return [f"took {per_core} s with one OpenBLAS thread per",
+            f"core and {one} s with one",
+            f"{per_core} s for 128 Breakout seeds, {one} s with one BLAS thread"]
 
 
 def _bench_lm() -> list[str]:
@@ -98,7 +112,9 @@ EXPECTED = {
     "gymnax-blines' own code on Pendulum-v1": _blines(),
     "bench ppo Pendulum-v1": _bench("bench_ppo_Pendulum-v1.json"),
     "bench ppo Breakout-MinAtar": _bench("bench_ppo_Breakout-MinAtar.json"),
+    "bench ppo brax:inverted_pendulum": _bench("bench_ppo_brax_inverted_pendulum.json"),
     "recurrent-ppo": _recurrent(),
+    "one BLAS thread (rljax.cpu_threads)": _init_threads(),
     "bench lm (decoder)": _bench_lm(),
 }
 

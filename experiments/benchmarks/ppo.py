@@ -18,12 +18,28 @@ normalised where the study does; categorical or Gaussian head from the spaces); 
 ``normalize_observations``); rejax flattens observations inside its MLP and clips a
 Gaussian sample to the box in the env step, as rljax does.
 
+**A Brax env** (``--env brax:inverted_pendulum``, the small one: CleanRL's continuous
+defaults, 1 env x 2048 steps per update, MJX physics): rejax 0.1.3's own Brax path
+(``rejax.compat.brax2gymnax``) cannot run beside gymnax 1.0.1 -- its env inherits gymnax
+1.0's ``step``, which reads ``state.time``, a field Brax states lack -- so both sides step
+rljax's :class:`~rljax.envs.BraxEnv` (fresh resets, the same env code on both sides, as
+with gymnax envs); rejax through the same five-value wrapper, its raw keys made typed.
+
+**CPU threads**: the bench runs inside :func:`rljax.cpu_threads.blas_threads` ``(1)``, as
+every ``rljax`` command does (one OpenBLAS thread: the LAPACK QR of rljax's orthogonal
+initialisation stops competing with XLA's thread pool; rejax's LeCun-normal init calls no
+LAPACK). ``rljax_init_seconds`` times rljax's initialisation alone at the largest seed
+count with one BLAS thread and with one per core.
+
 **Throughput**: each side is one ``jax.jit(jax.vmap(train))`` over ``S`` seeds in {1, 16,
 128}, timed end to end on device-resident keys; ``S * updates * batch / seconds``,
 training included (each side also sums the returns of the episodes it finishes). Compile
 time is measured separately (``lower().compile()``). The sides alternate over ``ROUNDS``
 rounds and the ratio is of the median times (timings on this machine vary by up to 70 %
-back to back). **Returns**: each side trains ``RETURN_SEEDS`` seeds for
+back to back); ``ratio_rounds`` keeps each round's ratio of its own pair of runs, and
+``ratio_rounds_median`` their median with an exact 95 % order-statistic interval (9
+rounds: ranks 2 and 8, coverage 0.961). **Returns**: each side trains ``RETURN_SEEDS``
+seeds for
 ``min(total_steps, RETURN_STEPS)`` steps (a smaller budget than the study's; the result
 says which), and per seed the mean return of the training episodes that finished in the
 last 2 % of updates (at least the updates of one time-limited episode) is taken (the
@@ -71,6 +87,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rljax.cpu_threads import blas_threads
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
 from rljax.training.ppo import PPOTrainConfig, make_ppo_train
@@ -78,11 +95,16 @@ from rljax.training.ppo import PPOTrainConfig, make_ppo_train
 ACCEPTS_ENV = True  # `rljax bench ppo --env NAME`
 DEFAULT_ENV = "CartPole-v1"
 SEED_COUNTS = (1, 16, 128)
-# Env steps per timed run for each seed count (CartPole: 100, 25 and 5 updates of 512
-# steps), so one run takes a few seconds on 2 CPU cores; updates = steps / (S * batch).
-STEPS = {1: 51_200, 16: 204_800, 128: 327_680}
+# Env steps per timed run for each seed count (updates = steps / (S * batch); CartPole
+# keeps UPDATES): 1-16 s a run on 2 CPU cores, long enough that the one-off costs
+# (initialisation, the first reset) are a few per cent of a run, as in a real one. Until
+# 2026-12 these were 51_200, 204_800 and 327_680: 2 updates per seed at 128 Breakout seeds,
+# where rljax's orthogonal initialisation alone was 12 % of the timed run.
+STEPS = {1: 102_400, 16: 409_600, 128: 1_048_576}
+#: Smaller runs for the slow envs (MJX physics on CPU steps ~10x slower than gymnax).
+ENV_STEPS = {"brax:inverted_pendulum": {1: 20_480, 16: 65_536, 128: 262_144}}
 UPDATES = {1: 100, 16: 25, 128: 5}  # CartPole's (512 steps per update)
-ROUNDS = 5
+ROUNDS = 9
 RETURN_SEEDS = 8
 RETURN_STEPS = 100_000
 CONFIG = PPOTrainConfig()
@@ -122,9 +144,6 @@ def setup_for(env: str = DEFAULT_ENV, preset: str | None = None) -> Setup:
         study.validate()
     except ConfigError as err:
         raise ValueError(str(err)) from None
-    if env.startswith("brax:"):
-        raise ValueError(f"{env}: the bench runs gymnax envs only (rejax's brax path needs "
-                         "brax's own wrappers)")
     chosen = study.resolved_preset()
     return Setup(env, study.train_config(), (study.hidden_size,) * study.hidden_layers,
                  study.activation, study.normalize_observations, chosen.name, chosen.source)
@@ -135,7 +154,8 @@ def _updates(setup: Setup, num_seeds: int, updates: dict[int, int] | None) -> in
         return updates[num_seeds]
     if setup.env == DEFAULT_ENV and setup.preset == "ppo-cartpole":
         return UPDATES[num_seeds]
-    return max(1, round(STEPS[num_seeds] / (num_seeds * setup.config.batch_size)))
+    steps = ENV_STEPS.get(setup.env, STEPS)[num_seeds]
+    return max(1, round(steps / (num_seeds * setup.config.batch_size)))
 
 
 #: rejax's choices that rljax has switches for (the ``rljax_matched`` side).
@@ -150,14 +170,23 @@ def _rljax_train(num_updates: int, setup: Setup | None = None, matched: bool = F
                                    **(MATCHED if matched else {}))
     if setup.preset == "ppo-cartpole":
         return make_ppo_train(CartPole(), mlp_actor_critic(2), config)
-    from experiments.ppo_env import Config, make_env, make_network
+    from experiments.ppo_env import make_env, make_network
 
-    # rejax's GaussianPolicy has a state-independent log-std: so does rljax's side here
-    study = Config(env=setup.env, normalize_observations=setup.normalize_observations,
-                   hidden_size=setup.hidden_sizes[0], hidden_layers=len(setup.hidden_sizes),
-                   activation=setup.activation, gaussian_scale="parameter")
+    study = _study(setup)
     env = make_env(study)
     return make_ppo_train(env, make_network(env, study), config)
+
+
+def _study(setup: Setup, **overrides: Any):
+    """The ``ppo`` study's config of the env as the bench runs it: the setup's network and
+    observation normalisation, and a state-independent log-std (as rejax's
+    ``GaussianPolicy``) for a Gaussian head."""
+    from experiments.ppo_env import Config
+
+    fields = {"normalize_observations": setup.normalize_observations,
+              "hidden_size": setup.hidden_sizes[0], "hidden_layers": len(setup.hidden_sizes),
+              "activation": setup.activation, "gaussian_scale": "parameter", **overrides}
+    return Config(env=setup.env, **fields)
 
 
 def _final_window_wrapper(legacy_cls):
@@ -176,21 +205,25 @@ def _final_window_wrapper(legacy_cls):
     class FinalWindowReturns(legacy_cls):
         """Five-value ``step``, safe under ``copy.deepcopy``, counting final returns."""
 
-        def __init__(self, env, start: int):
+        def __init__(self, env, start: int, typed_keys: bool = False):
             super().__init__(env)
             self.start = int(start)
+            self.typed_keys = typed_keys  # rejax's raw keys made typed for an rljax env
 
         def __deepcopy__(self, memo):
             return self
 
+        def _key(self, key):
+            return jax.random.wrap_key_data(key) if self.typed_keys else key
+
         def reset(self, key, params=None):
-            obs, state = self._env.reset(key, params)
+            obs, state = self._env.reset(self._key(key), params)
             return obs, CountedState(state, jnp.int32(0), jnp.float32(0.0), jnp.float32(0.0),
                                      jnp.int32(0))
 
         def step(self, key, state, action, params=None):
             obs, env_state, reward, terminated, truncated, info = self._env.step(
-                key, state.env_state, action, params)
+                self._key(key), state.env_state, action, params)
             done = jnp.logical_or(terminated, truncated)
             episode_return = state.episode_return + jnp.asarray(reward, jnp.float32)
             counted = jnp.logical_and(done, state.t >= self.start)
@@ -217,8 +250,23 @@ def _rejax_train(num_updates: int, setup: Setup | None = None, final_updates: in
     setup = setup_for() if setup is None else setup
     c = setup.config
     kwargs = {"normalize_observations": True} if setup.normalize_observations else {}
+    wrapper = _final_window_wrapper(LegacyStepAPIWrapper)
+    start = (num_updates - final_updates) * c.num_steps  # steps per env before the window
+    if setup.env.startswith("brax:"):
+        # rejax's own Brax path (rejax.compat.brax2gymnax) inherits gymnax 1.0's step,
+        # which reads state.time, a field Brax states lack; both sides step rljax's
+        # BraxEnv instead (the same env code, as on gymnax envs), rejax through the same
+        # five-value wrapper with its raw keys made typed
+        from experiments.ppo_env import make_env
+
+        # rejax normalises observations itself (normalize_observations above)
+        env = wrapper(make_env(_study(setup, normalize_observations=False)), start,
+                      typed_keys=True)
+        kwargs["env_params"] = env.default_params
+    else:
+        env = None
     algo = PPO.create(
-        env=setup.env, num_envs=c.num_envs, num_steps=c.num_steps,
+        env=setup.env if env is None else env, num_envs=c.num_envs, num_steps=c.num_steps,
         num_epochs=c.num_epochs, num_minibatches=c.num_minibatches,
         learning_rate=c.learning_rate, max_grad_norm=c.max_grad_norm,
         total_timesteps=num_updates * c.batch_size, eval_freq=num_updates * c.batch_size,
@@ -228,17 +276,27 @@ def _rejax_train(num_updates: int, setup: Setup | None = None, final_updates: in
                       "hidden_layer_sizes": tuple(setup.hidden_sizes)},
         **kwargs,
     )
-    wrapper = _final_window_wrapper(LegacyStepAPIWrapper)
-    start = (num_updates - final_updates) * c.num_steps  # steps per env before the window
-    algo = algo.replace(env=wrapper(algo.env, start),
+    algo = algo.replace(env=wrapper(algo.env, start) if env is None else env,
                         eval_callback=lambda algo, ts, rng: jnp.zeros(()))
 
     def train(key):
         train_state, _ = algo.train(key)
         counts = train_state.env_state
-        return jnp.sum(counts.return_sum), jnp.sum(counts.episodes)
+        return (jnp.sum(counts.return_sum), jnp.sum(counts.episodes),
+                _param_checksum((train_state.actor_ts.params, train_state.critic_ts.params)))
 
     return train
+
+
+def _param_checksum(params) -> jax.Array:
+    """``f32 []``: the sum of every parameter, an output that depends on the final update.
+
+    Without it XLA removes rejax's last update as dead code (its outputs are only the env
+    state's counts, and nothing reads the parameters that update writes), so rejax would be
+    timed doing ``U - 1`` updates' gradient steps to rljax's ``U`` (rljax's logs and its
+    finiteness check read every update). Measured on the Brax bench at 128 seeds and one
+    update: rejax 2.55 s with its update removed, rljax 6.0 s with its update."""
+    return sum(jnp.sum(leaf) for leaf in jax.tree_util.tree_leaves(params))
 
 
 def _compile(train, num_seeds: int, typed_keys: bool):
@@ -257,15 +315,64 @@ def _time(compiled, keys) -> float:
     return time.perf_counter() - start
 
 
+def _median_interval(ratios: list[float]) -> dict:
+    """The median of the per-round ratios with its exact distribution-free 95 % interval
+    (order statistics, :func:`rljax.stats.small_sample.order_statistic_interval`; infinite
+    ends below 6 rounds) and that interval's exact coverage."""
+    from rljax.stats.small_sample import order_statistic_interval, order_statistic_ranks
+
+    interval = order_statistic_interval(np.asarray(ratios, np.float64))
+    coverage = order_statistic_ranks(len(ratios))[2]
+    return {"median": float(interval.point), "ci": [float(interval.low), float(interval.high)],
+            "coverage": coverage}
+
+
+def _blas_threads_now() -> int:
+    """The largest thread count of the loaded BLAS libraries (threadpoolctl)."""
+    from threadpoolctl import threadpool_info
+
+    return max((info["num_threads"] for info in threadpool_info()
+                if info["user_api"] == "blas"), default=0)
+
+
+def _init_seconds(setup: Setup, num_seeds: int, rounds: int) -> dict:
+    """Median seconds of rljax's per-seed parameter initialisation alone (``jit(vmap(
+    actor_critic.init))`` over ``num_seeds`` seeds), with one BLAS thread and with one
+    per core, alternating over ``rounds``: what :mod:`rljax.cpu_threads` saves."""
+    from threadpoolctl import threadpool_limits
+
+    if setup.preset == "ppo-cartpole":
+        env, network = CartPole(), mlp_actor_critic(2)
+    else:
+        from experiments.ppo_env import make_env, make_network
+
+        study = _study(setup)
+        env = make_env(study)
+        network = make_network(env, study)
+    obs = jnp.zeros(env.observation_space(env.default_params).shape, jnp.float32)
+    keys = jax.random.split(jax.random.key(0), num_seeds)
+    init = jax.jit(jax.vmap(lambda k: network.init(k, obs))).lower(keys).compile()
+    per_core = os.cpu_count() or 1
+    times: dict[str, list[float]] = {"one_thread": [], "one_per_core": []}
+    _time(init, keys)
+    for _ in range(rounds):
+        for name, threads in (("one_thread", 1), ("one_per_core", per_core)):
+            with threadpool_limits(limits=threads, user_api="blas"):
+                times[name].append(_time(init, keys))
+    return {"seeds": num_seeds, "blas_threads_per_core": per_core,
+            **{name: statistics.median(t) for name, t in times.items()}}
+
+
 def _episode_updates(setup: Setup) -> int:
     """Updates that span one time-limited episode per env (``ceil(max_steps_in_episode /
     num_steps)``; 1 when the env declares no limit), so a final window holds an episode
     end of every env even for a fixed-length env such as Pendulum (200 steps)."""
     if setup.preset == "ppo-cartpole":
         return 1
-    from rljax.envs import from_gymnax
+    from experiments.ppo_env import make_env
 
-    limit = getattr(from_gymnax(setup.env).default_params, "max_steps_in_episode", 0)
+    params = make_env(_study(setup)).default_params
+    limit = getattr(params, "max_steps_in_episode", getattr(params, "episode_length", 0))
     return max(1, -(-int(limit) // setup.config.num_steps))
 
 
@@ -286,7 +393,7 @@ def _returns(setup: Setup, num_seeds: int, total_steps: int, reps: int = 2000) -
     start = time.perf_counter()
     theirs = jax.jit(jax.vmap(_rejax_train(num_updates, setup, final_updates)))(
         jax.random.key_data(keys))
-    theirs = tuple(np.asarray(x) for x in theirs)
+    theirs = tuple(np.asarray(x) for x in theirs[:2])
     their_seconds = time.perf_counter() - start
     out: dict[str, Any] = {"seeds": num_seeds, "env_steps_per_seed":
                            num_updates * setup.config.batch_size, "updates": num_updates,
@@ -323,7 +430,7 @@ def run(env: str = DEFAULT_ENV, *, seed_counts: tuple[int, ...] = SEED_COUNTS,
       env: a gymnax id (default CartPole-v1, with ppo-cartpole's config).
       seed_counts: the S of the throughput table.
       updates: ``{S: updates per timed run}`` (default from :data:`STEPS`).
-      rounds: alternating timed rounds (default ``RLJAX_BENCH_ROUNDS`` or 5).
+      rounds: alternating timed rounds (default ``RLJAX_BENCH_ROUNDS`` or 9).
       return_seeds, return_steps: the returns' seeds and steps per seed (defaults
         ``RLJAX_BENCH_RETURN_SEEDS`` / ``_STEPS`` or 8 and ``min(total_steps, 1e5)``); 0
         seeds skips the returns.
@@ -333,6 +440,12 @@ def run(env: str = DEFAULT_ENV, *, seed_counts: tuple[int, ...] = SEED_COUNTS,
       ValueError: one line for an env the ``ppo`` study refuses.
     """
     setup = setup_for(env, preset)
+    with blas_threads(1):  # as every rljax command runs (rljax.cpu_threads)
+        return _run(setup, seed_counts, updates, rounds, return_seeds, return_steps)
+
+
+def _run(setup: Setup, seed_counts: tuple[int, ...], updates: dict[int, int] | None,
+         rounds: int | None, return_seeds: int | None, return_steps: int | None) -> dict:
     rounds = int(os.environ.get("RLJAX_BENCH_ROUNDS", ROUNDS)) if rounds is None else rounds
     if return_seeds is None:
         return_seeds = int(os.environ.get("RLJAX_BENCH_RETURN_SEEDS", RETURN_SEEDS))
@@ -340,6 +453,7 @@ def run(env: str = DEFAULT_ENV, *, seed_counts: tuple[int, ...] = SEED_COUNTS,
         return_steps = int(os.environ.get("RLJAX_BENCH_RETURN_STEPS",
                                           min(setup.config.total_steps, RETURN_STEPS)))
     result: dict[str, Any] = {"env": setup.env, "preset": setup.preset,
+                              "blas_threads": _blas_threads_now(),
                               "preset_source": setup.source, "rounds": rounds,
                               "steps_per_update": setup.config.batch_size,
                               "config": {**setup.config._asdict(),
@@ -368,8 +482,15 @@ def run(env: str = DEFAULT_ENV, *, seed_counts: tuple[int, ...] = SEED_COUNTS,
         our_median = statistics.median(our_times)
         their_median = statistics.median(their_times)
         matched_median = statistics.median(matched_times)
+        # per round (the sides alternate within a round): rejax's time over rljax's
+        ratio_rounds = [t / o for t, o in zip(their_times, our_times, strict=True)]
+        matched_rounds = [t / m for t, m in zip(their_times, matched_times, strict=True)]
         result["sizes"].append({
             "seeds": num_seeds,
+            "ratio_rounds": ratio_rounds,
+            "ratio_rounds_median": _median_interval(ratio_rounds),
+            "ratio_matched_rounds": matched_rounds,
+            "ratio_matched_rounds_median": _median_interval(matched_rounds),
             "updates": num_updates,
             "env_steps": steps,
             "rljax_seconds": our_times,
@@ -383,6 +504,7 @@ def run(env: str = DEFAULT_ENV, *, seed_counts: tuple[int, ...] = SEED_COUNTS,
             "rljax_compile_seconds": our_compile,
             "rejax_compile_seconds": their_compile,
         })
+    result["rljax_init_seconds"] = _init_seconds(setup, max(seed_counts), rounds)
     result["min_ratio"] = min(s["ratio"] for s in result["sizes"])
     result["min_ratio_matched"] = min(s["ratio_matched"] for s in result["sizes"])
     result["matched"] = dict(MATCHED)
@@ -404,14 +526,31 @@ def table(result: dict) -> str:
         "rljax compile s | rejax compile s |",
         "|---|---|---|---|---|---|---|",
     ]
+    def with_rounds(s, name):
+        if name not in s:
+            return "n/a"
+        per_round = s.get(f"{name}_rounds_median")
+        if not per_round:
+            return f"{s[name]:.2f}"
+        low, high = per_round["ci"]
+        return f"{s[name]:.2f} ({per_round['median']:.2f} [{low:.2f}, {high:.2f}])"
+
     for s in result["sizes"]:
-        matched = f"{s['ratio_matched']:.2f}" if "ratio_matched" in s else "n/a"
         lines.append(
             f"| {s['seeds']} | {s['rljax_steps_per_second']:,.0f} | "
-            f"{s['rejax_steps_per_second']:,.0f} | {s['ratio']:.2f} | {matched} | "
+            f"{s['rejax_steps_per_second']:,.0f} | {with_rounds(s, 'ratio')} | "
+            f"{with_rounds(s, 'ratio_matched')} | "
             f"{s['rljax_compile_seconds']:.1f} | {s['rejax_compile_seconds']:.1f} |"
         )
     lines.append("")
+    lines.append("ratio: of the median times; in brackets the median of the rounds' own ratios "
+                 "(each round times both sides back to back) with its exact 95 % order-statistic "
+                 "interval")
+    init = result.get("rljax_init_seconds")
+    if init:
+        lines.append(f"rljax's parameter initialisation alone at {init['seeds']} seeds: "
+                     f"{init['one_thread']:.3f} s with one BLAS thread (as timed above), "
+                     f"{init['one_per_core']:.3f} s with one per core")
     lines.append(f"minimum ratio: {result['min_ratio']:.2f} (target >= 1.0)")
     if "min_ratio_matched" in result:
         lines.append(f"minimum ratio with rejax's semantics ({result['matched']}): "
