@@ -63,6 +63,16 @@ def _bench(name: str) -> list[str]:
     return [f"| {matched} | {ratios} |", returns]
 
 
+def _bench_cartpole() -> list[str]:
+    """The ppo-cartpole bench: defaults' ratios, same-arithmetic per-round medians [CI],
+    and the defaults' 128-seed per-round median [CI]."""
+    sizes = _load("bench_ppo_CartPole-v1.json")["sizes"]
+    fmt = lambda m: f"{m['median']:.2f} [{m['ci'][0]:.2f}, {m['ci'][1]:.2f}]"  # noqa: E731
+    return [" / ".join(f"{s['ratio']:.2f}" for s in sizes),
+            " / ".join(fmt(s["ratio_matched_rounds_median"]) for s in sizes),
+            f"{fmt(sizes[-1]['ratio_rounds_median'])} per round"]
+
+
 def _init_threads() -> list[str]:
     """rljax's initialisation at 128 Breakout seeds with one OpenBLAS thread per core and
     with one (``rljax.cpu_threads``), as the bench measured it."""
@@ -110,6 +120,7 @@ EXPECTED = {
     "ppo Breakout-MinAtar (gymnax-blines)": [_study("ppo_env_Breakout-MinAtar_blines.json", 1),
                                              *_eval("ppo_env_Breakout-MinAtar_blines.json", 1)],
     "gymnax-blines' own code on Pendulum-v1": _blines(),
+    "bench ppo CartPole-v1 (ppo-cartpole)": _bench_cartpole(),
     "bench ppo Pendulum-v1": _bench("bench_ppo_Pendulum-v1.json"),
     "bench ppo Breakout-MinAtar": _bench("bench_ppo_Breakout-MinAtar.json"),
     "bench ppo brax:inverted_pendulum": _bench("bench_ppo_brax_inverted_pendulum.json"),
