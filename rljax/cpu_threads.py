@@ -54,6 +54,15 @@ def blas_threads(threads: int | None = 1) -> Iterator[None]:
         yield
 
 
+def current_blas_threads() -> int:
+    """The largest thread count among the loaded BLAS libraries (``threadpoolctl``); 0 when
+    none is loaded."""
+    from threadpoolctl import threadpool_info
+
+    return max((info["num_threads"] for info in threadpool_info()
+                if info["user_api"] == "blas"), default=0)
+
+
 def one_blas_thread(fn: F) -> F:
     """Decorate ``fn`` to run inside :func:`blas_threads` ``(1)``."""
 

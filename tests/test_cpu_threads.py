@@ -10,20 +10,14 @@ import scipy.linalg  # noqa: F401  (loads the OpenBLAS jaxlib's LAPACK kernels c
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from rljax import cli
-from rljax.cpu_threads import blas_threads
+from rljax.cpu_threads import blas_threads, current_blas_threads
 from rljax.policies import mlp_actor_critic
 from rljax.sweep import ChunkedSweep, Sweep
 
 
-def _blas_threads_now() -> int:
-    """The largest thread count of the loaded BLAS libraries."""
-    return max(info["num_threads"] for info in threadpool_info()
-               if info["user_api"] == "blas")
-
-
 def _reads_threads(key):
     """A one-seed program whose output is the BLAS thread count while it executes."""
-    count = jax.pure_callback(lambda: np.int32(_blas_threads_now()),
+    count = jax.pure_callback(lambda: np.int32(current_blas_threads()),
                               jax.ShapeDtypeStruct((), jnp.int32))
     return {"threads": count + 0 * jax.random.bits(key, (), jnp.uint32).astype(jnp.int32)}
 
@@ -35,7 +29,7 @@ def test_orthogonal_init_bits_do_not_depend_on_blas_threads():
     with threadpool_limits(limits=2, user_api="blas"):
         two = jax.block_until_ready(init(keys))
     with blas_threads(1):
-        assert _blas_threads_now() == 1
+        assert current_blas_threads() == 1
         one = jax.block_until_ready(init(keys))
     for a, b in zip(jax.tree_util.tree_leaves(two), jax.tree_util.tree_leaves(one),
                     strict=True):
@@ -44,10 +38,10 @@ def test_orthogonal_init_bits_do_not_depend_on_blas_threads():
 
 def test_sweeps_run_with_one_blas_thread_and_restore_the_limit():
     with threadpool_limits(limits=2, user_api="blas"):
-        assert _blas_threads_now() == 2
+        assert current_blas_threads() == 2
         out = Sweep(_reads_threads, block_size=2).run(3, progress=False).outputs
         np.testing.assert_array_equal(out["threads"], [1, 1, 1])
-        assert _blas_threads_now() == 2
+        assert current_blas_threads() == 2
 
         def init(key):
             return {"key": key}
@@ -63,18 +57,24 @@ def test_sweeps_run_with_one_blas_thread_and_restore_the_limit():
         result = chunked.run(2, progress=False).outputs
         np.testing.assert_array_equal(result["final"]["threads"], [1, 1])
         np.testing.assert_array_equal(result["logs"]["threads"], [[1, 1], [1, 1]])
-        assert _blas_threads_now() == 2
+        assert current_blas_threads() == 2
 
 
 def test_every_command_runs_with_one_blas_thread(monkeypatch):
     seen = []
     parser = argparse.ArgumentParser()
-    parser.set_defaults(command="probe", func=lambda args: seen.append(_blas_threads_now()) or 0)
+    parser.set_defaults(command="probe", func=lambda args: seen.append(current_blas_threads()) or 0)
     monkeypatch.setattr(cli, "build_parser", lambda: parser)
     with threadpool_limits(limits=2, user_api="blas"):
         assert cli.main([]) == 0
-        assert _blas_threads_now() == 2
+        assert current_blas_threads() == 2
     assert seen == [1]
+
+
+def test_current_blas_threads_is_threadpoolctls_largest_blas_count():
+    with threadpool_limits(limits=2, user_api="blas"):
+        counts = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+        assert counts and current_blas_threads() == max(counts) == 2
 
 
 def test_bad_threads_is_one_line():

@@ -87,7 +87,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rljax.cpu_threads import blas_threads
+from rljax.cpu_threads import blas_threads, current_blas_threads
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
 from rljax.training.ppo import PPOTrainConfig, make_ppo_train
@@ -168,13 +168,19 @@ def _rljax_train(num_updates: int, setup: Setup | None = None, matched: bool = F
     setup = setup_for() if setup is None else setup
     config = setup.config._replace(total_steps=num_updates * setup.config.batch_size,
                                    **(MATCHED if matched else {}))
+    return make_ppo_train(*_rljax_env_network(setup), config)
+
+
+def _rljax_env_network(setup: Setup) -> tuple[Any, Any]:
+    """``(env, actor_critic)`` of rljax's side: the native CartPole and a 64x64 tanh MLP for
+    ppo-cartpole, else the ``ppo`` study's env and network (:func:`_study`)."""
     if setup.preset == "ppo-cartpole":
-        return make_ppo_train(CartPole(), mlp_actor_critic(2), config)
+        return CartPole(), mlp_actor_critic(2)
     from experiments.ppo_env import make_env, make_network
 
     study = _study(setup)
     env = make_env(study)
-    return make_ppo_train(env, make_network(env, study), config)
+    return env, make_network(env, study)
 
 
 def _study(setup: Setup, **overrides: Any):
@@ -327,28 +333,13 @@ def _median_interval(ratios: list[float]) -> dict:
             "coverage": coverage}
 
 
-def _blas_threads_now() -> int:
-    """The largest thread count of the loaded BLAS libraries (threadpoolctl)."""
-    from threadpoolctl import threadpool_info
-
-    return max((info["num_threads"] for info in threadpool_info()
-                if info["user_api"] == "blas"), default=0)
-
-
 def _init_seconds(setup: Setup, num_seeds: int, rounds: int) -> dict:
     """Median seconds of rljax's per-seed parameter initialisation alone (``jit(vmap(
     actor_critic.init))`` over ``num_seeds`` seeds), with one BLAS thread and with one
     per core, alternating over ``rounds``: what :mod:`rljax.cpu_threads` saves."""
     from threadpoolctl import threadpool_limits
 
-    if setup.preset == "ppo-cartpole":
-        env, network = CartPole(), mlp_actor_critic(2)
-    else:
-        from experiments.ppo_env import make_env, make_network
-
-        study = _study(setup)
-        env = make_env(study)
-        network = make_network(env, study)
+    env, network = _rljax_env_network(setup)
     obs = jnp.zeros(env.observation_space(env.default_params).shape, jnp.float32)
     keys = jax.random.split(jax.random.key(0), num_seeds)
     init = jax.jit(jax.vmap(lambda k: network.init(k, obs))).lower(keys).compile()
@@ -453,7 +444,7 @@ def _run(setup: Setup, seed_counts: tuple[int, ...], updates: dict[int, int] | N
         return_steps = int(os.environ.get("RLJAX_BENCH_RETURN_STEPS",
                                           min(setup.config.total_steps, RETURN_STEPS)))
     result: dict[str, Any] = {"env": setup.env, "preset": setup.preset,
-                              "blas_threads": _blas_threads_now(),
+                              "blas_threads": current_blas_threads(),
                               "preset_source": setup.source, "rounds": rounds,
                               "steps_per_update": setup.config.batch_size,
                               "config": {**setup.config._asdict(),
