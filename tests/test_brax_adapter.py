@@ -15,6 +15,7 @@ import pytest
 from brax.envs.wrappers.training import AutoResetWrapper, EpisodeWrapper
 
 from rljax.envs import BraxEnv, BraxParams, from_brax
+from rljax.training.evaluation import episode_limit
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -191,6 +192,10 @@ def test_action_repeat_equals_brax_episode_wrapper(env):
     ours_env = BraxEnv(env.brax_env, episode_length=length, action_repeat=repeat, name=NAME)
     episode = EpisodeWrapper(env.brax_env, length, repeat)
     actions = jnp.zeros((6, 1))
+    # the limit in agent steps, as the evaluation reads it from the params
+    assert ours_env.default_params.max_steps_in_episode == 3 == episode_limit(
+        ours_env, ours_env.default_params)
+    assert env.default_params.max_steps_in_episode == EPISODE_LENGTH
 
     def run(key):
         _, state = ours_env.reset(key)

@@ -78,6 +78,21 @@ def test_pendulum_trains_the_gaussian_head_at_its_published_config(tmp_path):
         0.5 * np.log(2 * np.pi * np.e * sigma**2), abs=0.03)
 
 
+@pytest.mark.slow  # ~1 min: MJX compiles, and each test episode is 1000 Brax steps
+@pytest.mark.timeout(600)
+def test_brax_env_runs_the_study_through_its_test_episodes(tmp_path):
+    """`rljax run ppo --env brax:NAME` end to end, test episodes included: their length
+    comes from the Brax params' ``max_steps_in_episode`` (the study failed there before
+    BraxParams had it)."""
+    out = tmp_path / "brax"
+    assert _run(out, "brax:inverted_pendulum", "total_steps=4096", "eval_episodes=2") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policy_head"] == "gaussian" and summary["eval_episodes"] == 2
+    assert summary["updates"] == 2 and summary["nonfinite_seeds"] == 0
+    for mode in ("sampled", "mode"):
+        assert np.isfinite(summary[f"eval_return_{mode}_iqm"]), mode
+
+
 @pytest.mark.timeout(120)
 def test_catch_is_flattened_and_runs_as_a_grid(tmp_path):
     out = tmp_path / "catch"

@@ -15,7 +15,9 @@ finite32 = st.floats(-1e6, 1e6, allow_nan=False, width=32)
 
 
 @settings(max_examples=60, deadline=None)
-@given(arrays(np.float32, st.tuples(st.integers(1, 4), st.integers(2, 9)), elements=finite32))
+# four shapes (groups x group size), each a compile; the values vary freely
+@given(arrays(np.float32, st.sampled_from([(1, 2), (2, 3), (3, 8), (4, 9)]),
+              elements=finite32))
 def test_group_advantages_are_finite_centred_and_zero_for_equal_groups(rewards):
     adv = np.asarray(jax.jit(group_relative_advantages)(jnp.asarray(rewards)))
     assert np.all(np.isfinite(adv))

@@ -105,6 +105,12 @@ class BraxParams:
     episode_length: int = struct.field(pytree_node=False, default=1000)
     action_repeat: int = struct.field(pytree_node=False, default=1)
 
+    @property
+    def max_steps_in_episode(self) -> int:
+        """The time limit in agent steps, ``ceil(episode_length / action_repeat)`` (the
+        gymnax name, read by :func:`rljax.training.evaluation.episode_limit`)."""
+        return -(-self.episode_length // self.action_repeat)
+
 
 @struct.dataclass
 class BraxState:
