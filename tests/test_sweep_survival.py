@@ -39,11 +39,30 @@ def _rljax(*args, script=None):
     return cmd + list(args)
 
 
+def _start(args, tmp_path):
+    """The CLI as a child process, its stderr kept in ``tmp_path/child-stderr.txt`` (a file,
+    not a pipe nobody reads, which a chatty child could fill and block on)."""
+    path = tmp_path / "child-stderr.txt"
+    with open(path, "w") as stderr:
+        proc = subprocess.Popen(args, cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL,
+                                stderr=stderr)
+    proc.stderr_path = path
+    return proc
+
+
+def _stderr_tail(proc, chars=2000):
+    path = getattr(proc, "stderr_path", None)
+    return path.read_text()[-chars:] if path is not None else "(not kept)"
+
+
 def _kill_when(proc, ready, timeout=240):
-    """SIGKILL ``proc`` as soon as ``ready()`` holds; fail if it finished first."""
+    """SIGKILL ``proc`` as soon as ``ready()`` holds; fail if it finished first, quoting
+    the end of its stderr (e.g. a missing ``pip install -e .``: no module named rljax)."""
     deadline = time.monotonic() + timeout
     while not ready():
-        assert proc.poll() is None, "the run finished before it could be killed"
+        if proc.poll() is not None:
+            raise AssertionError(f"the run finished (exit {proc.returncode}) before it could "
+                                 f"be killed; its stderr ends:\n{_stderr_tail(proc)}")
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
@@ -66,8 +85,7 @@ def orm_reference(tmp_path_factory):
 @pytest.mark.timeout(400)
 def test_sigkill_at_a_round_boundary_then_resume_is_bitwise(tmp_path, orm_reference):
     out = tmp_path / "run"
-    proc = subprocess.Popen(_rljax("run", *ORM, "--out", str(out)), cwd=tmp_path, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _start(_rljax("run", *ORM, "--out", str(out)), tmp_path)
     rounds = out / "checkpoints" / "01-orm" / "rounds"
     _kill_when(proc, lambda: len(_steps(rounds)) >= 2)
     assert not (out / "config.json").exists() and len(_steps(rounds)) < 12
@@ -99,10 +117,8 @@ def test_sigkill_within_a_round_then_resume_is_bitwise(tmp_path):
                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr[-2000:]
     out = tmp_path / "run"
-    proc = subprocess.Popen(_rljax("run", "chunked-test", "--out", str(out),
-                                   "--checkpoint-every", "2", script=CHUNKED),
-                            cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = _start(_rljax("run", "chunked-test", "--out", str(out), "--checkpoint-every", "2",
+                         script=CHUNKED), tmp_path)
     states = out / "checkpoints" / "01-walk"
     # round 1's state checkpoints are steps 26.. (round r, chunk c: r * 25 + c + 1)
     _kill_when(proc, lambda: any(s > 25 for s in _steps(states)))
