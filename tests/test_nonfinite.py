@@ -74,16 +74,17 @@ def test_helpers_against_numpy():
     assert nonfinite_seeds({"x": np.array([[1.0, np.nan], [1, 2]])}, np.array([5, 6])) == {5: -1}
 
 
-@pytest.mark.parametrize("one_pass", [True, False])
-def test_all_finite_against_numpy_under_jit_and_vmap(one_pass, monkeypatch):
-    # the one-pass concatenation (small trees) and the per-leaf path (over _ONE_PASS_MAX)
+@pytest.mark.parametrize("scale", [1.0, 3e38])
+def test_all_finite_against_numpy_under_jit_and_vmap(scale):
+    """float32 / bfloat16 / complex64 leaves, one bad entry per case in seed 2 only. At
+    ``scale=3e38`` every value is finite but a plain sum of a leaf overflows to inf: the
+    check must still say finite (it reduces ``x * 0``, not ``x``)."""
     from rljax import nonfinite
 
-    monkeypatch.setattr(nonfinite, "_ONE_PASS_MAX", 1 << 22 if one_pass else 0)
     rng = np.random.default_rng(0)
     trees = []
     for bad in [None, ("w", np.nan), ("b", np.inf), ("h", -np.inf), ("c", np.nan)]:
-        tree = {"w": rng.normal(size=(4, 3, 2)).astype(np.float32),
+        tree = {"w": (scale * (0.5 + 0.5 * rng.random(size=(4, 3, 2)))).astype(np.float32),
                 "b": rng.normal(size=(4, 5)).astype(np.float32),
                 "h": rng.normal(size=(4, 2)).astype(jnp.bfloat16),
                 "c": (rng.normal(size=(4, 3)) + 1j).astype(np.complex64),
@@ -97,6 +98,10 @@ def test_all_finite_against_numpy_under_jit_and_vmap(one_pass, monkeypatch):
                         for k in ("w", "b", "h", "c")) for i in range(4)]
         got = jax.jit(jax.vmap(nonfinite.all_finite))(tree)
         np.testing.assert_array_equal(np.asarray(got), expected)
+        one = {k: v[2] for k, v in tree.items()}
+        assert bool(jax.jit(nonfinite.all_finite)(one)) == expected[2]
+    with np.errstate(over="ignore"):  # at 3e38 the overflow of a plain sum is real
+        assert np.isinf(np.sum(trees[0]["w"][0], dtype=np.float32)) == (scale > 1.0)
     assert bool(nonfinite.all_finite({"n": jnp.int32(1)}))  # no inexact leaf
 
 
