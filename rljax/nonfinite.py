@@ -31,10 +31,10 @@ def all_finite(tree: Any) -> jax.Array:
 
     Each leaf is reduced as ``sum(x * 0)``: exactly ``0`` when every entry is finite and
     NaN otherwise (``0 * inf`` and ``0 * NaN`` are NaN), so the result is exact, with no
-    overflow, in any float or complex dtype. It is a plain sum, which XLA fuses into the
-    computation that produced the leaf: PPO checks its parameters after every update, and
-    this form measured about 6 % faster on a 16-seed Pendulum run than ``isfinite`` over
-    a concatenation of the leaves (which made XLA copy every parameter leaf).
+    overflow, in any float or complex dtype. It is a plain sum per leaf: PPO checks its
+    parameters after every update, and with ``isfinite`` over a concatenation of the
+    leaves instead, a 16-seed Pendulum run took about 6 % longer than with no check at all
+    (this form: no measurable cost).
     """
     leaves = [x for x in jax.tree_util.tree_leaves(tree)
               if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]

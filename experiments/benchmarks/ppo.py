@@ -337,8 +337,6 @@ def _init_seconds(setup: Setup, num_seeds: int, rounds: int) -> dict:
     """Median seconds of rljax's per-seed parameter initialisation alone (``jit(vmap(
     actor_critic.init))`` over ``num_seeds`` seeds), with one BLAS thread and with one
     per core, alternating over ``rounds``: what :mod:`rljax.cpu_threads` saves."""
-    from threadpoolctl import threadpool_limits
-
     env, network = _rljax_env_network(setup)
     obs = jnp.zeros(env.observation_space(env.default_params).shape, jnp.float32)
     keys = jax.random.split(jax.random.key(0), num_seeds)
@@ -348,7 +346,7 @@ def _init_seconds(setup: Setup, num_seeds: int, rounds: int) -> dict:
     _time(init, keys)
     for _ in range(rounds):
         for name, threads in (("one_thread", 1), ("one_per_core", per_core)):
-            with threadpool_limits(limits=threads, user_api="blas"):
+            with blas_threads(threads):
                 times[name].append(_time(init, keys))
     return {"seeds": num_seeds, "blas_threads_per_core": per_core,
             **{name: statistics.median(t) for name, t in times.items()}}
@@ -362,8 +360,7 @@ def _episode_updates(setup: Setup) -> int:
         return 1
     from experiments.ppo_env import make_env
 
-    params = make_env(_study(setup)).default_params
-    limit = getattr(params, "max_steps_in_episode", getattr(params, "episode_length", 0))
+    limit = getattr(make_env(_study(setup)).default_params, "max_steps_in_episode", 0)
     return max(1, -(-int(limit) // setup.config.num_steps))
 
 
