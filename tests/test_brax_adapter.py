@@ -108,7 +108,6 @@ def rollouts(env):
     return jax.jit(run)(keys, _actions(T))
 
 
-@pytest.mark.slow  # the shared rollouts fixture compiles Brax three ways (~35 s)
 def test_steps_equal_brax_under_jit_and_vmap(rollouts):
     (obs0, ours), (ref_obs0, ref), _ = rollouts
     np.testing.assert_array_equal(np.asarray(obs0), np.asarray(ref_obs0))
@@ -130,7 +129,6 @@ def test_steps_equal_brax_under_jit_and_vmap(rollouts):
     assert ours["terminated"].dtype == ours["truncated"].dtype == jnp.bool_
 
 
-@pytest.mark.slow  # the shared rollouts fixture compiles Brax three ways (~35 s)
 def test_terminated_is_physics_truncated_is_time_limit(rollouts):
     (_, ours), _, _ = rollouts
     terminated, truncated = np.asarray(ours["terminated"]), np.asarray(ours["truncated"])
@@ -153,7 +151,6 @@ def test_terminated_is_physics_truncated_is_time_limit(rollouts):
     assert (time[done] == 0).all()
 
 
-@pytest.mark.slow  # the shared rollouts fixture compiles Brax three ways (~35 s)
 def test_final_obs_is_the_observation_before_reset(rollouts):
     (_, ours), (_, ref), _ = rollouts
     done = np.asarray(ours["terminated"] | ours["truncated"])
@@ -165,7 +162,6 @@ def test_final_obs_is_the_observation_before_reset(rollouts):
     np.testing.assert_array_equal(final, np.asarray(ref["final_obs"]))
 
 
-@pytest.mark.slow  # the shared rollouts fixture compiles Brax three ways (~35 s)
 def test_reset_is_fresh_from_the_step_key_not_brax_first_state(rollouts):
     (obs0, ours), _, brax_auto_obs = rollouts
     done = np.asarray(ours["terminated"] | ours["truncated"])
@@ -255,7 +251,6 @@ def test_bad_input(env):
     assert brax.__version__ == "0.14.2"
 
 
-@pytest.mark.slow  # ~17 s of Brax compilation; the adapter's steps are checked above
 def test_ppo_trains_a_brax_env_for_a_few_updates(env):
     from rljax.nonfinite import NONFINITE_STEP
     from rljax.policies import actor_critic_for
