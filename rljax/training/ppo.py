@@ -240,7 +240,7 @@ class PPORollout(NamedTuple):
     rewards: Array
     terminated: Array
     truncated: Array
-    final_obs: Array
+    final_obs: Array | None  # ``None`` when truncations are not bootstrapped
 
 
 class PPOCarry(NamedTuple):
@@ -537,7 +537,8 @@ def _ppo_program(
             return_sum = return_sum + jnp.sum(jnp.where(done, episode_return, 0.0))
             episodes = episodes + jnp.sum(done, dtype=jnp.int32)
             episode_return = jnp.where(done, 0.0, episode_return)
-            final_obs = info["final_obs"] if bootstrap_truncations else next_obs
+            # the observation the step ended on, kept only when it is bootstrapped
+            final_obs = info["final_obs"] if bootstrap_truncations else None
             transition = PPORollout(obs, action, log_prob, value, reward, terminated,
                                     truncated, final_obs)
             return (next_obs, env_state, episode_return, return_sum, episodes), transition
