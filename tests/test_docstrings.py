@@ -55,7 +55,7 @@ NO_ARRAYS = {
     "rljax.sweep.check_sweep_args": "validates the seed count and block size",
     "rljax.policies.distributions.check_supports": "validates a head against a space",
     "rljax.training.lm.LMTrainConfig": "a frozen dataclass of Python settings",
-    "rljax.training.ppo.train_config_from": "copies Python settings into PPOTrainConfig",
+    "rljax.training.ppo_config.train_config_from": "copies Python settings into PPOTrainConfig",
     # static-only parameter structs (every field pytree_node=False)
     "rljax.envs.base.EnvParams": "one static int (the episode-length limit), no leaves",
     "rljax.envs.chain.ChainParams": "one static int (the chain length), no leaves",

@@ -1,20 +1,13 @@
 """The trainers that drive the transforms of :mod:`rljax.algorithms`: PPO over
-environments (:mod:`rljax.training.ppo`, discrete and continuous actions) and the
+environments (:mod:`rljax.training.ppo`, discrete and continuous actions; its config,
+checks and optimizer in :mod:`rljax.training.ppo_config`) and the
 language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO); test-rollout
 evaluation of a trained actor-critic (:mod:`rljax.training.evaluation`)."""
 
 from rljax.training.evaluation import Evaluation, evaluate_policy
 from rljax.training.lm import LMTrainConfig, make_lm_trainer
-from rljax.training.ppo import (
-    ENV_AXIS,
-    PPOChunks,
-    PPOChunkState,
-    PPOTrainConfig,
-    make_ppo_chunks,
-    make_ppo_train,
-    ppo_optimizer,
-    train_config_from,
-)
+from rljax.training.ppo import ENV_AXIS, PPOChunks, PPOChunkState, make_ppo_chunks, make_ppo_train
+from rljax.training.ppo_config import PPOTrainConfig, ppo_optimizer, train_config_from
 from rljax.training.recurrent_ppo import (
     SequenceObs,
     make_recurrent_ppo_train,

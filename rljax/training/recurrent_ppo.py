@@ -26,7 +26,7 @@ feed-forward trainer's (:mod:`rljax.training.ppo`); what changes is the hidden s
 
 Logs are :func:`~rljax.training.ppo.make_ppo_train`'s (``return_sum``, ``episodes``, the
 losses, ``NONFINITE_STEP``); the traced ``hparams`` are the same
-(:data:`~rljax.training.ppo.TRACEABLE_HPARAMS`).
+(:data:`~rljax.training.ppo_config.TRACEABLE_HPARAMS`).
 """
 
 from __future__ import annotations
@@ -44,12 +44,10 @@ from rljax.envs.base import Environment
 from rljax.envs.spaces import Box
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.policies.distributions import check_supports
-from rljax.training.ppo import (
-    ENV_AXIS,
+from rljax.training.ppo import ENV_AXIS, _step_info_keys, env_action_space
+from rljax.training.ppo_config import (
     PPOTrainConfig,
-    _step_info_keys,
     check_train_config,
-    env_action_space,
     ppo_optimizer,
     resolve_hparams,
 )
@@ -87,7 +85,7 @@ class RecurrentCarry(NamedTuple):
 
 
 def check_recurrent_config(config: PPOTrainConfig) -> None:
-    """:func:`~rljax.training.ppo.check_train_config`, and ``num_minibatches`` must divide
+    """:func:`~rljax.training.ppo_config.check_train_config`, and ``num_minibatches`` must divide
     ``num_envs`` (minibatches are whole environments' sequences); one-line
     ``ValueError`` naming the field."""
     check_train_config(config)
@@ -122,7 +120,7 @@ def make_recurrent_ppo_train(
       net: a recurrent actor-critic
         (:func:`~rljax.policies.recurrent.gru_actor_critic`): ``init``,
         ``initial_state``, ``apply``, ``apply_sequence``, ``distribution``.
-      config: :class:`~rljax.training.ppo.PPOTrainConfig` (default: its defaults),
+      config: :class:`~rljax.training.ppo_config.PPOTrainConfig` (default: its defaults),
         validated by :func:`check_recurrent_config`.
       env_params: environment parameters (default ``env.default_params``).
 
