@@ -14,6 +14,8 @@ both commands take a checkout of its repository (not on PyPI)::
     python scripts/blines_reference.py logs --source /tmp/gymnax-blines
     python scripts/blines_reference.py run --source /tmp/gymnax-blines --env Pendulum-v1 \
         --seeds 8 --out docs/figures/blines_ppo_Pendulum-v1.json
+    python scripts/blines_reference.py run --source /tmp/gymnax-blines --env Pendulum-v1 \
+        --seeds 8 --first-seed 8 --extend docs/figures/blines_ppo_Pendulum-v1.json --out FILE
 
 ``logs`` prints, per ``agents/*/*.pkl``, the final, best and last-five-mean evaluation
 return and the configuration's learning rate. The pickles are read with an unpickler
@@ -31,7 +33,10 @@ only by its ES agents) is a stub, and ``gymnax.make`` hands out the env wrapped 
 1.0; the wrapper folds ``truncated`` into ``done``, which is what gymnax < 1.0 returned).
 Needs ``tfp-nightly`` (its JAX substrate, for gymnax-blines' distributions) and
 ``pyyaml``. The summary holds every seed's final return and learning curve, and their IQM
-with the interval of :func:`rljax.stats.reported.reported_interval`.
+with the interval of :func:`rljax.stats.reported.reported_interval`. ``--first-seed`` and
+``--extend`` add seeds to an earlier run of the same config: the written summary keeps
+its seeds' records as they were and recomputes the IQM over all (overlapping seeds are
+refused before anything trains).
 
 ``compare`` sets a ``ppo`` study run (its ``summary.json``) beside such a re-run::
 
@@ -202,10 +207,43 @@ def run_ppo(source: str | os.PathLike, env: str, seeds: list[int],
                                "seconds": time.perf_counter() - start}
         print(f"seed {seed}: final {per_seed[str(seed)]['final']:.1f} "
               f"({per_seed[str(seed)]['seconds']:.0f} s)", flush=True)
+    return summarise(env, train_config, per_seed)
+
+
+def extend_run(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """One summary of two ``run`` results of the same env and configuration over disjoint
+    seeds (e.g. seeds 0..15, then 16..31): every seed's record kept as it was, the IQM and
+    its interval recomputed over all of them.
+
+    Raises:
+      ValueError: one line when the envs or configurations differ or a seed is in both.
+    """
+    if earlier["env"] != later["env"]:
+        raise ValueError(f"--extend: its env is {earlier['env']}, this run's {later['env']}")
+    if earlier["train_config"] != later["train_config"]:
+        raise ValueError("--extend: its train_config differs from this run's (same yaml and "
+                         "--steps needed)")
+    both = sorted(set(earlier["per_seed"]) & set(later["per_seed"]), key=int)
+    if both:
+        raise ValueError(f"--extend: seeds {', '.join(both)} are in both runs; pick "
+                         "--first-seed past its last seed")
+    per_seed = {**earlier["per_seed"], **later["per_seed"]}
+    return summarise(later["env"], later["train_config"], per_seed)
+
+
+def summarise(env: str, train_config: dict[str, Any],
+              per_seed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The JSON-able result of :func:`run_ppo` from its per-seed records (keys: the seeds
+    as strings): seeds in increasing order, their finals, and with two or more the finals'
+    IQM with its interval."""
+    import jax
+
+    per_seed = {k: per_seed[k] for k in sorted(per_seed, key=int)}
     finals = np.array([r["final"] for r in per_seed.values()])
     out: dict[str, Any] = {"env": env, "source": "gymnax-blines utils/ppo.py (train_ppo), "
                            f"agents/{env}/ppo.yaml", "train_config": train_config,
-                           "seeds": seeds, "per_seed": per_seed, "finals": finals.tolist()}
+                           "seeds": [int(k) for k in per_seed], "per_seed": per_seed,
+                           "finals": finals.tolist()}
     if finals.size >= 2:
         from rljax.stats.reported import reported_interval
 
@@ -216,7 +254,7 @@ def run_ppo(source: str | os.PathLike, env: str, seeds: list[int],
 
 
 def compare(rljax_summary: dict[str, Any], blines_run: dict[str, Any],
-            reps: int = 2000) -> dict[str, Any]:
+            reps: int = 2000, coverage_trials: int = 0) -> dict[str, Any]:
     """The unpaired comparison of a ``ppo`` study summary's sampled test returns with a
     :func:`run_ppo` result (module docstring).
 
@@ -224,6 +262,8 @@ def compare(rljax_summary: dict[str, Any], blines_run: dict[str, Any],
       rljax_summary: a ``ppo`` study ``summary.json`` (with ``eval_returns_sampled``).
       blines_run: a :func:`run_ppo` result (``finals``).
       reps: bootstrap resamples.
+      coverage_trials: when > 0, also measure the probability-of-improvement interval's
+        coverage at these sample sizes (:func:`poi_coverage`; ``"coverage"`` in it).
 
     Returns:
       ``{"env", "rljax": {"seeds", "iqm", "ci"}, "blines": {...},`` (each side's IQM
@@ -262,6 +302,51 @@ def compare(rljax_summary: dict[str, Any], blines_run: dict[str, Any],
     out["probability_of_improvement"] = {"point": float(poi.point), "low": float(poi.low),
                                          "high": float(poi.high)}
     out["mann_whitney_p"] = float(stats.mann_whitney_u(ours, theirs).pvalue)
+    if coverage_trials:
+        out["probability_of_improvement"]["coverage"] = poi_coverage(
+            ours, theirs, coverage_trials, reps)
+    return out
+
+
+def poi_coverage(ours: np.ndarray, theirs: np.ndarray, trials: int,
+                 reps: int = 2000) -> dict[str, Any]:
+    """How often :func:`compare`'s probability-of-improvement interval covers the truth at
+    these sample sizes (``m = ours.size``, ``n = theirs.size``), on two kinds of data whose
+    truth is exact:
+
+    * ``observed``: ``m`` and ``n`` draws with replacement from the two observed samples;
+      the truth is their empirical ``P(X > Y) + P(X = Y) / 2`` over all ``m n`` pairs;
+    * ``normal``: ``N(d, 1)`` against ``N(0, 1)`` with ``d = sqrt(2) Phi^-1(p)``, ``p`` the
+      observed point estimate, so the truth is ``p`` itself.
+
+    Returns ``{"trials", "observed", "normal", "truth_observed", "truth_normal"}``
+    (coverages in [0, 1]; Monte Carlo standard error about ``sqrt(0.05 0.95 / trials)``).
+    """
+    import jax
+    from scipy import stats as scipy_stats
+
+    from rljax import stats
+
+    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
+    diff = ours[:, None] - theirs[None, :]
+    truth_observed = float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0))
+    point = truth_observed
+    shift = float(np.sqrt(2.0) * scipy_stats.norm.ppf(np.clip(point, 1e-6, 1 - 1e-6)))
+    rng = np.random.default_rng(0)
+    kinds = {"observed": (lambda: rng.choice(ours, ours.size), lambda: rng.choice(theirs,
+                                                                               theirs.size),
+                          truth_observed),
+             "normal": (lambda: rng.normal(shift, 1.0, ours.size),
+                        lambda: rng.normal(0.0, 1.0, theirs.size), point)}
+    out: dict[str, Any] = {"trials": int(trials), "truth_observed": truth_observed,
+                           "truth_normal": point}
+    for name, (draw_ours, draw_theirs, truth) in kinds.items():
+        hits = 0
+        for trial in range(trials):
+            ci = stats.probability_of_improvement_ci(draw_ours(), draw_theirs(),
+                                                     key=jax.random.key(trial), reps=reps)
+            hits += int(float(ci.low) <= truth <= float(ci.high))
+        out[name] = hits / trials
     return out
 
 
@@ -283,7 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="re-run a PPO config with gymnax-blines' code")
     run.add_argument("--source", required=True, help="a gymnax-blines checkout")
     run.add_argument("--env", required=True)
-    run.add_argument("--seeds", type=int, default=8, help="seeds 0 .. N-1 (>= 1)")
+    run.add_argument("--seeds", type=int, default=8,
+                     help="how many seeds: FIRST .. FIRST + N - 1 (>= 1)")
+    run.add_argument("--first-seed", type=int, default=0, help="FIRST (>= 0; default 0)")
+    run.add_argument("--extend", default=None,
+                     help="an earlier `run` JSON (same env and config, other seeds) whose "
+                          "seeds the written summary keeps beside these")
     run.add_argument("--steps", type=int, default=None)
     run.add_argument("--out", default=None, help="JSON file to write (atomically)")
     run.add_argument("--overwrite", action="store_true")
@@ -291,12 +381,18 @@ def main(argv: list[str] | None = None) -> int:
     cmp.add_argument("--rljax", required=True, help="a ppo study summary.json")
     cmp.add_argument("--blines", required=True, help="a JSON written by `run`")
     cmp.add_argument("--out", default=None, help="JSON file to write (atomically)")
+    cmp.add_argument("--coverage-trials", type=int, default=0,
+                     help="also measure the P(rljax > gymnax-blines) interval's coverage at "
+                          "these sample sizes over K simulated comparisons (0: skip)")
     cmp.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "compare":
         try:
+            if args.coverage_trials < 0:
+                raise ValueError(f"--coverage-trials: must be >= 0, got {args.coverage_trials}")
             result = compare(json.loads(Path(args.rljax).read_text()),
-                             json.loads(Path(args.blines).read_text()))
+                             json.loads(Path(args.blines).read_text()),
+                             coverage_trials=args.coverage_trials)
         except (OSError, ValueError) as err:
             parser.exit(2, f"{err}\n")
         poi = result["probability_of_improvement"]
@@ -305,6 +401,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{result['blines']['ci']}; P(rljax > gymnax-blines) {poi['point']:.2f} "
               f"[{poi['low']:.2f}, {poi['high']:.2f}], Mann-Whitney p "
               f"{result['mann_whitney_p']:.3g}")
+        if "coverage" in poi:
+            cov = poi["coverage"]
+            print(f"that interval's coverage over {cov['trials']} simulated comparisons of "
+                  f"the same sizes: {cov['observed']:.3f} (resampling the observed), "
+                  f"{cov['normal']:.3f} (normal, same P)")
         if args.out:
             _write_json(args.out, result, args.overwrite)
         return 0
@@ -318,14 +419,30 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.seeds < 1:
         parser.exit(2, f"--seeds: must be >= 1, got {args.seeds}\n")
+    if args.first_seed < 0:
+        parser.exit(2, f"--first-seed: must be >= 0, got {args.first_seed}\n")
+    earlier = None
+    if args.extend is not None:
+        try:
+            earlier = json.loads(Path(args.extend).read_text())
+        except (OSError, ValueError) as err:
+            parser.exit(2, f"--extend: {err}\n")
+        clash = set(map(int, earlier.get("per_seed", {}))) & set(
+            range(args.first_seed, args.first_seed + args.seeds))
+        if clash:  # checked before hours of training, again after
+            parser.exit(2, f"--extend: seeds {sorted(clash)} are in {args.extend} already; "
+                           "pick --first-seed past its last seed\n")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     try:
-        result = run_ppo(args.source, args.env, list(range(args.seeds)), args.steps)
+        result = run_ppo(args.source, args.env, seeds, args.steps)
+        if earlier is not None:
+            result = extend_run(earlier, result)
     except ValueError as err:
         parser.exit(2, f"{err}\n")
     if "final_iqm" in result:
         low, high = result["final_ci"]
         print(f"{args.env}: final return IQM {result['final_iqm']:.4g} [{low:.4g}, {high:.4g}] "
-              f"over {args.seeds} seeds")
+              f"over {len(result['seeds'])} seeds")
     if args.out:
         _write_json(args.out, result, args.overwrite)
     return 0

@@ -118,3 +118,89 @@ def test_compare_is_unpaired_and_refuses_another_env():
         blines.compare(summary, {**worse, "env": "Acrobot-v1"})
     with pytest.raises(ValueError, match="--rljax: the summary has no eval_returns_sampled"):
         blines.compare({"env": "Pendulum-v1"}, worse)
+
+
+def _run_result(seeds, finals, config=None):
+    per_seed = {str(s): {"final": f, "curve": [f], "curve_steps": [1], "seconds": 1.0}
+                for s, f in zip(seeds, finals, strict=True)}
+    return blines.summarise("Pendulum-v1", config or {"lr_begin": 5e-4}, per_seed)
+
+
+def test_extend_keeps_both_runs_seeds_and_recomputes_the_iqm_over_all():
+    rng = np.random.default_rng(1)
+    first = list(-300.0 + 50.0 * rng.standard_normal(6))
+    later = list(-250.0 + 50.0 * rng.standard_normal(5))
+    merged = blines.extend_run(_run_result(range(6), first),
+                               _run_result(range(6, 11), later))
+    assert merged["seeds"] == list(range(11))
+    assert merged["finals"] == first + later
+    # the same as one run over all eleven seeds, whichever run came first
+    whole = _run_result(range(11), first + later)
+    assert merged["final_iqm"] == whole["final_iqm"]
+    assert merged["final_ci"] == whole["final_ci"]
+    swapped = blines.extend_run(_run_result(range(6, 11), later), _run_result(range(6), first))
+    assert swapped["seeds"] == list(range(11)) and swapped["finals"] == first + later
+    # the IQM of the eleven, not of either run alone (a 25 %-trimmed mean, numpy reference)
+    values = np.sort(np.asarray(first + later))
+    assert merged["final_iqm"] != _run_result(range(6), first)["final_iqm"]
+    assert values[0] <= merged["final_iqm"] <= values[-1]
+
+
+def test_extend_refuses_another_env_config_or_a_shared_seed(tmp_path, capsys):
+    a = _run_result(range(3), [-300.0, -250.0, -280.0])
+    with pytest.raises(ValueError, match="--extend: seeds 2 are in both runs"):
+        blines.extend_run(a, _run_result([2, 3], [-200.0, -210.0]))
+    with pytest.raises(ValueError, match="--extend: its train_config differs"):
+        blines.extend_run(a, _run_result([3], [-200.0], config={"lr_begin": 1e-3}))
+    with pytest.raises(ValueError, match="--extend: its env is Acrobot-v1"):
+        blines.extend_run({**a, "env": "Acrobot-v1"}, _run_result([3], [-200.0]))
+    # the CLI refuses overlapping seeds before it trains anything (no gymnax-blines needed)
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(__import__("json").dumps(a))
+    (tmp_path / "agents").mkdir()
+    with pytest.raises(SystemExit) as exit_info:
+        blines.main(["run", "--source", str(tmp_path), "--env", "Pendulum-v1", "--seeds", "2",
+                     "--first-seed", "1", "--extend", str(earlier)])
+    assert exit_info.value.code == 2
+    assert "--extend: seeds [1, 2] are in" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        blines.main(["run", "--source", str(tmp_path), "--env", "Pendulum-v1",
+                     "--first-seed", "-1"])
+    assert exit_info.value.code == 2
+
+
+def test_poi_coverage_is_near_nominal_and_its_truths_are_exact():
+    rng = np.random.default_rng(2)
+    ours = np.round(-230.0 + 40.0 * rng.standard_normal(12))  # rounded: ties happen
+    theirs = np.round(-300.0 + 80.0 * rng.standard_normal(10))
+    cov = blines.poi_coverage(ours, theirs, trials=150, reps=400)
+    pairs = ours[:, None] - theirs[None, :]
+    assert cov["truth_observed"] == np.mean(pairs > 0) + 0.5 * np.mean(pairs == 0)
+    assert cov["truth_normal"] == cov["truth_observed"]
+    assert cov["trials"] == 150
+    # 95 % intervals: 150 trials put a correct coverage within about +-0.05 of 0.95
+    assert 0.85 <= cov["observed"] <= 1.0 and 0.85 <= cov["normal"] <= 1.0
+    # compare carries it when asked, and only then
+    summary = {"env": "Pendulum-v1", "eval_returns_sampled": list(ours),
+               "eval_return_sampled_iqm": -230.0, "eval_return_sampled_ci": [-250.0, -210.0]}
+    run = {"env": "Pendulum-v1", "finals": list(theirs)}
+    assert "coverage" not in blines.compare(summary, run, reps=200)["probability_of_improvement"]
+    with_cov = blines.compare(summary, run, reps=200, coverage_trials=5)
+    assert with_cov["probability_of_improvement"]["coverage"]["trials"] == 5
+
+
+def test_poi_coverage_fails_an_interval_that_misses(monkeypatch):
+    """The measurement is not vacuous: an interval shifted off the estimate covers nothing."""
+    from rljax import stats
+
+    real = stats.probability_of_improvement_ci
+
+    def shifted(*args, **kwargs):
+        ci = real(*args, **kwargs)
+        return ci._replace(low=ci.low + 1.01, high=ci.high + 1.01)  # above any probability
+
+    monkeypatch.setattr(stats, "probability_of_improvement_ci", shifted)
+    rng = np.random.default_rng(3)
+    cov = blines.poi_coverage(rng.standard_normal(8) + 0.3, rng.standard_normal(8), trials=30,
+                              reps=200)
+    assert cov["observed"] == 0.0 and cov["normal"] == 0.0

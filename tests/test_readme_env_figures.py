@@ -144,13 +144,24 @@ def test_the_normalize_rewards_run_used_the_wrapper_and_the_published_preset():
 
 
 def test_the_blines_comparison_is_of_the_committed_runs():
-    """The comparison file was made from the committed Pendulum run and re-run: same
-    per-seed values, same config, and the published values are the logs'."""
-    rljax, blines = _load("ppo_env_Pendulum-v1.json"), _load("blines_ppo_Pendulum-v1.json")
+    """The comparison file was made from the committed 32-seed Pendulum run and re-run:
+    same per-seed values, same config, and the published values are the logs'. The 32-seed
+    run's first 16 seeds are the table's 16-seed run, bit for bit (fixed seed blocks of 16:
+    seed i's result does not depend on how many seeds share the run)."""
+    rljax = _load("ppo_env_Pendulum-v1_32_seeds.json")
+    blines = _load("blines_ppo_Pendulum-v1.json")
     c = _load("blines_vs_rljax_Pendulum-v1.json")
     assert c["rljax"]["iqm"] == rljax["eval_return_sampled_iqm"]
-    assert c["rljax"]["seeds"] == len(rljax["eval_returns_sampled"]) == 16
-    assert c["blines"]["iqm"] == blines["final_iqm"] and c["blines"]["seeds"] == 16
+    assert c["rljax"]["seeds"] == len(rljax["eval_returns_sampled"]) == rljax["seeds"] == 32
+    assert c["blines"]["iqm"] == blines["final_iqm"] and c["blines"]["seeds"] == 32
+    assert blines["seeds"] == list(range(32))
+    sixteen = _load("ppo_env_Pendulum-v1.json")
+    assert rljax["block_size"] == sixteen["block_size"] == 16
+    for key in ("final_returns", "eval_returns_sampled", "eval_returns_mode"):
+        assert rljax[key][:16] == sixteen[key], key
+    assert rljax["hyperparameters"] == sixteen["hyperparameters"]
+    coverage = c["probability_of_improvement"]["coverage"]
+    assert coverage["trials"] >= 1000 and min(coverage["observed"], coverage["normal"]) > 0.9
     assert c["rljax_hyperparameters"] == rljax["hyperparameters"]
     config = blines["train_config"]
     hp = rljax["hyperparameters"]
