@@ -58,7 +58,6 @@ import json
 import os
 import pickle
 import sys
-import tempfile
 import time
 import types
 from pathlib import Path
@@ -351,13 +350,14 @@ def poi_coverage(ours: np.ndarray, theirs: np.ndarray, trials: int,
 
 
 def _write_json(path: str, data: dict[str, Any], overwrite: bool) -> None:
+    """Write ``data`` to ``path`` atomically (:func:`rljax.io.write_json`: a temp file
+    replaced into place, readable as the umask allows), refusing an existing file unless
+    ``overwrite``."""
+    from rljax.io import write_json
+
     if os.path.exists(path) and not overwrite:
         raise SystemExit(f"--out: {path} exists; pass --overwrite to replace it")
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    write_json(path, data)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -204,3 +204,19 @@ def test_poi_coverage_fails_an_interval_that_misses(monkeypatch):
     cov = blines.poi_coverage(rng.standard_normal(8) + 0.3, rng.standard_normal(8), trials=30,
                               reps=200)
     assert cov["observed"] == 0.0 and cov["normal"] == 0.0
+
+
+def test_written_json_is_readable_as_the_umask_allows_and_never_silently_replaced(tmp_path):
+    path = tmp_path / "cmp.json"
+    old_mask = os.umask(0o022)
+    try:
+        blines._write_json(str(path), {"a": 1}, overwrite=False)
+    finally:
+        os.umask(old_mask)
+    assert path.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
+    assert __import__("json").loads(path.read_text()) == {"a": 1}
+    with pytest.raises(SystemExit, match="--out: .* exists; pass --overwrite"):
+        blines._write_json(str(path), {"a": 2}, overwrite=False)
+    blines._write_json(str(path), {"a": 2}, overwrite=True)
+    assert __import__("json").loads(path.read_text()) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["cmp.json"]  # no temp file left
