@@ -222,12 +222,17 @@ def extend_run(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]
     if earlier["train_config"] != later["train_config"]:
         raise ValueError("--extend: its train_config differs from this run's (same yaml and "
                          "--steps needed)")
-    both = sorted(set(earlier["per_seed"]) & set(later["per_seed"]), key=int)
+    both = shared_seeds(earlier, map(int, later["per_seed"]))
     if both:
-        raise ValueError(f"--extend: seeds {', '.join(both)} are in both runs; pick "
-                         "--first-seed past its last seed")
+        raise ValueError(f"--extend: seeds {', '.join(map(str, both))} are in both runs; "
+                         "pick --first-seed past its last seed")
     per_seed = {**earlier["per_seed"], **later["per_seed"]}
     return summarise(later["env"], later["train_config"], per_seed)
+
+
+def shared_seeds(run: dict[str, Any], seeds: Any) -> list[int]:
+    """The seeds of ``seeds`` (ints) that ``run`` (a ``run`` result) already holds, sorted."""
+    return sorted(set(map(int, run.get("per_seed", {}))) & set(seeds))
 
 
 def summarise(env: str, train_config: dict[str, Any],
@@ -427,10 +432,9 @@ def main(argv: list[str] | None = None) -> int:
             earlier = json.loads(Path(args.extend).read_text())
         except (OSError, ValueError) as err:
             parser.exit(2, f"--extend: {err}\n")
-        clash = set(map(int, earlier.get("per_seed", {}))) & set(
-            range(args.first_seed, args.first_seed + args.seeds))
-        if clash:  # checked before hours of training, again after
-            parser.exit(2, f"--extend: seeds {sorted(clash)} are in {args.extend} already; "
+        clash = shared_seeds(earlier, range(args.first_seed, args.first_seed + args.seeds))
+        if clash:  # refused before hours of training (extend_run checks the result again)
+            parser.exit(2, f"--extend: seeds {clash} are in {args.extend} already; "
                            "pick --first-seed past its last seed\n")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     try:

@@ -220,3 +220,11 @@ def test_written_json_is_readable_as_the_umask_allows_and_never_silently_replace
     blines._write_json(str(path), {"a": 2}, overwrite=True)
     assert __import__("json").loads(path.read_text()) == {"a": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["cmp.json"]  # no temp file left
+
+
+def test_compare_refuses_a_negative_coverage_trials(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        blines.main(["compare", "--rljax", str(tmp_path / "a.json"), "--blines",
+                     str(tmp_path / "b.json"), "--coverage-trials", "-1"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == "--coverage-trials: must be >= 0, got -1"
