@@ -1,7 +1,9 @@
 """Tests for `rljax compare` (rljax.compare.main) on tiny fake runs and the Atari 100k data."""
 
 import json
+import zlib
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
@@ -145,3 +147,169 @@ def test_grid_field_missing_from_results_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "lists grid field(s) ['learning_rate'] but results.parquet" in err
     assert err.count("\n") == 1
+
+
+# ----------------------------------------------------------------------------- pairing
+
+
+def _seed_effects(seeds, base_seed):
+    """Per-seed effects shared by every run with this base seed (as seed keys are)."""
+    return np.random.default_rng(1000 + base_seed).normal(0.0, 1.0, max(seeds) + 1)[
+        np.asarray(seeds)]
+
+
+def _make_stepless_run(path, *, shifts, base_seed=0, seeds=range(8), grid=False, noise=0.05,
+                       extra=None):
+    """A finished run without a step column: one row per (variant, seed) holding
+    ``seed effect + shift + small noise``, so variants are strongly correlated by seed.
+    ``shifts``: ``{variant value: shift}`` (a grid's ``learning_rate`` column with
+    ``grid=True``, else a string ``arm`` column)."""
+    path.mkdir(parents=True)
+    seeds = list(seeds)
+    effect = _seed_effects(seeds, base_seed)
+    rng = np.random.default_rng(zlib.crc32(path.name.encode()))
+    column = "learning_rate" if grid else "arm"
+    rows = []
+    for c, (value, shift) in enumerate(shifts.items()):
+        for seed, e in zip(seeds, effect, strict=True):
+            row = {column: value, "seed": np.int32(seed),
+                   "score": e + shift + rng.normal(0, noise)}
+            if grid:
+                row["config"] = np.int32(c)
+            rows.append({**row, **(extra or {})})
+    record = {"experiment": "toy", "config": {"seeds": len(seeds), "base_seed": base_seed,
+                                              "block_size": 8}}
+    if grid:
+        record["grid"] = {"grid": {column: list(shifts)}, "fields": [column],
+                          "num_configs": len(shifts)}
+    (path / "config.json").write_text(json.dumps(record))
+    pd.DataFrame(rows).to_parquet(path / "results.parquet")
+    return path
+
+
+def _run(argv, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = compare.main([*map(str, argv), "--metric", "score", "--out", str(out),
+                         "--reps", "300"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return (out / "report.md").read_text(), captured.err
+
+
+def test_grid_configs_are_compared_paired(tmp_path, capsys):
+    """Configs of one grid share seed keys: paired differences, paired t, Wilcoxon and the
+    paired probability of improvement, with the report saying why; a step-less table's
+    final score is its value per seed, and the curves are skipped."""
+    from rljax import stats
+
+    run = _make_stepless_run(tmp_path / "g", shifts={0.01: 0.0, 0.1: 0.2}, grid=True)
+    report, err = _run([run], tmp_path, capsys)
+    finals, curves, info = compare.load_scores([run], "score")
+    assert curves == {} and info["learning_rate=0.01"]["seed_ids"] == list(range(8))
+    a, b = finals["learning_rate=0.01"][:, 0], finals["learning_rate=0.1"][:, 0]
+    assert ("* learning_rate=0.01 vs learning_rate=0.1: paired: configs of one grid share "
+            "seed keys (common random numbers)") in report
+    assert ("Final score: the metric's value per seed (the table has no step column; "
+            "sample-efficiency curves skipped).") in report
+    assert "Skipped for learning_rate=0.01, learning_rate=0.1: the table has no step" in report
+    assert not (tmp_path / "out" / "sample_efficiency.png").exists()
+    ttest, rank = stats.paired_ttest(a, b), stats.wilcoxon_signed_rank(a, b)
+    diff = stats.paired_t_interval(a, b)
+    row = next(line for line in report.splitlines()
+               if line.startswith("| learning_rate=0.01 | learning_rate=0.1 | score | 8 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[4] == compare._fmt(diff)
+    assert cells[5:7] == [f"{ttest.statistic:.3g}", f"{ttest.pvalue:.3g}"]
+    assert cells[9:11] == [f"{rank.statistic:g}", f"{rank.pvalue:.3g}"]
+    assert ttest.pvalue < 0.01  # the shared seed effects cancel ...
+    assert stats.welch_ttest(a, b).pvalue > 0.5  # ... which an unpaired test cannot see
+    assert "## Unpaired tests" not in report and "Welch p" not in report
+    poi = stats.probability_of_improvement_ci(finals["learning_rate=0.01"],
+                                              finals["learning_rate=0.1"],
+                                              key=jax.random.key(0), reps=300, paired=True)
+    assert (f"| learning_rate=0.01 | learning_rate=0.1 | {compare._fmt(poi)} | paired (8 seed "
+            "pairs) |") in report
+    assert ("Measured coverage of the paired 95% percentile interval at 5 seed pairs (the "
+            "largest simulated n <= 8): 0.530, the minimum over correlations (at 0.9); the "
+            "best paired method there is basic (0.794)") in report
+    assert "**Below 0.93**" in report and "use --method basic or more seeds" in report
+    assert err == ""
+
+
+def test_runs_sharing_a_base_seed_are_paired_others_not(tmp_path, capsys):
+    a = _make_stepless_run(tmp_path / "a", shifts={"x": 0.0})
+    b = _make_stepless_run(tmp_path / "b", shifts={"x": 0.1})
+    c = _make_stepless_run(tmp_path / "c", shifts={"x": 0.1}, base_seed=1)
+    report, err = _run([a, b, c], tmp_path, capsys)
+    assert ("* a/arm=x vs b/arm=x: paired: runs a and b share base seed 0 and seeds 0-7 "
+            "(common random numbers)") in report
+    assert ("* a/arm=x vs c/arm=x: unpaired: runs a and c use different seeds (base seed 0 "
+            "vs 1)") in report
+    assert "| a/arm=x | b/arm=x | score | 8 |" in report  # the paired table
+    assert "| a/arm=x | c/arm=x | score | 8/8 |" in report  # the unpaired table
+    assert "| a/arm=x | c/arm=x |" in report and "unpaired (8 and 8 runs) |" in report
+    assert "Holm and BH over all 3 comparisons of both tables" in report
+    assert err == ""  # different base seeds promise nothing: no warning
+
+
+def test_shared_keys_on_different_seeds_fall_back_to_unpaired_with_a_warning(tmp_path,
+                                                                              capsys):
+    a = _make_stepless_run(tmp_path / "a", shifts={"x": 0.0}, seeds=range(8))
+    b = _make_stepless_run(tmp_path / "b", shifts={"x": 0.1}, seeds=range(4, 12))
+    report, err = _run([a, b], tmp_path, capsys)
+    reason = ("unpaired: a/arm=x and b/arm=x share seed keys but not all seeds (0-7 vs "
+              "4-11); a paired comparison needs every seed in both")
+    assert f"* a/arm=x vs b/arm=x: {reason}" in report
+    assert err == f"warning: a/arm=x vs b/arm=x: {reason}\n"
+    assert "Welch p" in report and "| paired (" not in report
+
+
+def test_variants_of_one_run_pair_only_with_a_recorded_base_seed(tmp_path, capsys):
+    run = _make_stepless_run(tmp_path / "r", shifts={"x": 0.0, "y": 0.1})
+    report, _ = _run([run], tmp_path, capsys)
+    assert ("* arm=x vs arm=y: paired: variants of one run (r) share seed keys (base seed 0: "
+            "seed i's key depends on the base seed and i alone)") in report
+    record = json.loads((run / "config.json").read_text())
+    del record["config"]["base_seed"]
+    (run / "config.json").write_text(json.dumps(record))
+    report, err = _run([run], tmp_path, capsys)
+    reason = ("unpaired: run r records no base_seed in config.json, so whether its variants "
+              "share seed keys is unknown")
+    assert f"* arm=x vs arm=y: {reason}" in report and err == f"warning: arm=x vs arm=y: {reason}\n"
+
+
+def test_pairing_rules_without_arrays():
+    def entry(d, base, seeds, grid=False):
+        return {"dir": d, "base_seed": base, "seed_ids": list(seeds), "grid": grid}
+
+    info = {"g1": entry("/r/g", 3, range(4), grid=True), "g2": entry("/r/g", 3, range(4), True),
+            "h": entry("/r/h", 3, range(4)), "i": entry("/r/i", 3, range(4, 8)),
+            "atari": {"source": "published"}}
+    assert compare.pairing(info, "g1", "g2").paired
+    info["g1"]["base_seed"] = info["g2"]["base_seed"] = None  # a grid is paired by design
+    assert compare.pairing(info, "g1", "g2") == compare.Pairing(
+        True, "paired: configs of one grid share seed keys (common random numbers)")
+    info["g1"]["base_seed"] = info["g2"]["base_seed"] = 3
+    assert compare.pairing(info, "g1", "h") == compare.Pairing(
+        True, "paired: runs g and h share base seed 3 and seeds 0-3 (common random numbers)")
+    assert compare.pairing(info, "h", "i") == compare.Pairing(
+        False, "unpaired: h and i ran on different seeds (0-3 vs 4-7)")
+    assert not compare.pairing(info, "atari", "g1").paired
+
+
+def test_stepless_table_with_several_rows_per_seed_is_refused_then_grouped(tmp_path, capsys):
+    run = _make_stepless_run(tmp_path / "s", shifts={"x": 0.0})
+    table = pd.read_parquet(run / "results.parquet")
+    table = pd.concat([table.assign(p=0.25), table.assign(p=0.75, score=table.score + 0.1)])
+    table.to_parquet(run / "results.parquet")
+    out = str(tmp_path / "o")
+    assert compare.main([str(run), "--metric", "score", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: algorithm 'arm=x' has several rows per seed (they differ in ['p']) "
+                   "and the table has no step column; name the columns that tell them apart "
+                   "with --group-by\n")
+    assert compare.main([str(run), "--metric", "score", "--out", out, "--last-k", "2"]) == 2
+    assert "--last-k 2: " in capsys.readouterr().err
+    finals, _, _ = compare.load_scores([run], "score", group_by=["p"])
+    assert list(finals) == ["p=0.25", "p=0.75"]
+    np.testing.assert_allclose(finals["p=0.75"] - finals["p=0.25"], 0.1)

@@ -448,3 +448,48 @@ def test_offline_environment_while_writing_and_restored_after(run_dir, tmp_path,
                              "MLFLOW_TRACKING_URI": "http://tracking.example",
                              "MLFLOW_DISABLE_TELEMETRY": None, "MLFLOW_ALLOW_FILE_STORE": None,
                              "DO_NOT_TRACK": "true"}
+
+
+def test_stepless_table_with_a_crossed_factor_is_one_run_per_value_and_seed(tmp_path,
+                                                                           no_network):
+    """A study with no training step whose table has one row per (seed, probability), as
+    grpo-signal writes it: the float column crossed with the seeds joins the identity, each
+    (p, seed) is a tracker run holding its values at step 0; an integer column crossed with
+    the seeds stays an x-axis to name with --step, and one seed cannot tell a factor from a
+    metric."""
+    from rljax.trackers import RunDirError, read_run_dir
+
+    run = tmp_path / "signal"
+    run.mkdir()
+    probs, seeds = (0.05, 0.5, 0.95), (0, 1, 2, 3)
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"seed": np.repeat(np.asarray(seeds, np.int32), len(probs)),
+                          "p": np.tile(probs, len(seeds)),
+                          "signal": rng.random(len(seeds) * len(probs)) < 0.5,
+                          "rate": rng.random(len(seeds) * len(probs))})
+    io.write_parquet(run / "results.parquet", table.sample(frac=1.0, random_state=0))
+    io.write_json(run / "config.json", {"experiment": "grpo-signal",
+                                        "config": {"seeds": 4, "base_seed": 0}})
+    finished = read_run_dir(run)
+    assert finished.identity_columns == ["p"] and finished.step_column is None
+    assert finished.metric_columns == ["signal", "rate"]
+    got = {(r.params["p"], r.seed): r for r in finished.runs}
+    assert len(got) == len(finished.runs) == len(probs) * len(seeds)
+    for row in table.itertuples():
+        r = got[(row.p, row.seed)]
+        assert r.name == f"p={row.p}/seed={row.seed}" and r.steps.tolist() == [0]
+        assert r.curves == {"signal": [float(row.signal)], "rate": [row.rate]}
+    out = export(run, "tensorboard", tmp_path / "tb")
+    scalars, hparams = read_events(out / "p=0.5" / "seed=2")
+    row = table[(table.p == 0.5) & (table.seed == 2)].iloc[0]
+    assert scalars == {("signal", 0): float(row.signal),
+                       ("rate", 0): pytest.approx(row.rate, rel=1e-7)}
+    assert hparams["p"] == 0.5 and hparams["seed"] == 2
+
+    io.write_parquet(run / "results.parquet", table.assign(p=(table.p * 100).astype(int)))
+    with pytest.raises(RunDirError, match=r"^--step: .*several rows per \(seed\) and no "
+                                          r"'step' column.*\['p'\]"):
+        read_run_dir(run)
+    io.write_parquet(run / "results.parquet", table[table.seed == 0])
+    with pytest.raises(RunDirError, match=r"several rows per \(seed\) and no 'step'"):
+        read_run_dir(run)

@@ -65,6 +65,8 @@ def check_custom_advantage(text: str) -> None:
     assert 0.55 < poi[0] < 0.75 and poi[1] > 0.5, f"02: P(rank > baseline) = {poi}"
     assert poi[1] <= poi[0] <= poi[2]
     assert re.search(r"^decision: adopt\b", text, re.M), "02: the decision is not adopt"
+    assert re.search(r"^P\(rank > (?:GRPO|RLOO)\) = .*\(paired\b", text, re.M), \
+        "02: the probability of improvement is not the paired one (the arms share seeds)"
 
 
 def check_search(text: str) -> None:
@@ -94,7 +96,7 @@ def check_lm_grpo(text: str) -> None:
 # read as the notebook's "->" and "-"), so the README cannot outlive the notebook.
 README_QUOTES = {
     "01_quickstart": ["239.8 [236.1, 243.9]", "64.9 [64.3, 65.6]"],
-    "02_custom_advantage": ["0.637 [0.603, 0.672]"],
+    "02_custom_advantage": ["0.637 [0.618, 0.656]"],
     "03_search": [],
     "04_lm_grpo": ["0.110 -> 0.276", "+0.166 [-0.066, +0.398]"],
 }
@@ -229,6 +231,8 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
      "ORM / PRM ratio of IQMs = 0.92 [0.90, 0.95]\nPRM reaches 50 % faster: False\n", "half"),
     ("02_custom_advantage", "P(rank > GRPO) = 0.450 [0.410, 0.490]\n"
      "decision: reject: GRPO beats rank\n", "P(rank"),
+    ("02_custom_advantage", "P(rank > GRPO) = 0.637 [0.603, 0.672] (unpaired bootstrap)\n"
+     "decision: adopt: rank beats GRPO\n", "paired"),
     ("03_search", "  4 simulations/move (  32 per problem): accuracy 0.300 [0.250, 0.350];\n"
      " 16 simulations/move ( 128 per problem): accuracy 0.301 [0.246, 0.355];\n"
      " 64 simulations/move ( 512 per problem): accuracy 0.109 [0.066, 0.152];\n", "03"),
@@ -251,7 +255,8 @@ RECORDED = {
         "ORM: IQM episodes to 50 % = 239.8 [236.1, 243.9]; never reached: 1.4%\n"
         "PRM: IQM episodes to 50 % = 64.9 [64.3, 65.6]; never reached: 0.0%\n"
         "ORM / PRM ratio of IQMs = 3.69 [3.63, 3.76]\nPRM reaches 50 % faster: True\n"),
-    "02_custom_advantage": ("P(rank > GRPO) = 0.637 [0.603, 0.672]\n"
+    "02_custom_advantage": ("P(rank > GRPO) = 0.637 [0.618, 0.656] (paired bootstrap over 512 "
+                            "seeds)\n"
                             "decision: adopt: rank beats GRPO\n"),
     "03_search": (
         "  4 simulations/move (  32 per problem): accuracy 0.039 [0.016, 0.066]; by level\n"

@@ -1,5 +1,5 @@
-"""Statistics for papers: aggregates, bootstrap intervals, comparisons, power, profiles,
-small-sample intervals and their measured coverage."""
+"""Statistics for papers: aggregates, bootstrap intervals, comparisons (paired and
+unpaired), power, profiles, small-sample intervals and their measured coverage."""
 
 from rljax.stats.aggregates import (
     aggregate_iqm,
@@ -48,6 +48,12 @@ from rljax.stats.intervals import (
     profile_metric,
     stratified_replicates,
     trimmed_mean_metric,
+)
+from rljax.stats.paired import (
+    paired_t_power,
+    paired_t_seeds,
+    paired_ttest,
+    wilcoxon_signed_rank,
 )
 from rljax.stats.power import (
     PowerCurve,
@@ -117,6 +123,9 @@ __all__ = [
     "order_statistic_interval",
     "order_statistic_ranks",
     "paired_t_interval",
+    "paired_t_power",
+    "paired_t_seeds",
+    "paired_ttest",
     "performance_profile",
     "performance_profiles",
     "permutation_test",
@@ -146,4 +155,5 @@ __all__ = [
     "welch_power",
     "welch_seeds",
     "welch_ttest",
+    "wilcoxon_signed_rank",
 ]

@@ -11,7 +11,9 @@ pair count is ``sum_i (lo_i + hi_i) / 2``. In the bootstrap the same holds with 
 resample draws Y's sorted positions with multiplicities ``c``; with ``C`` the cumulative
 counts, ``U = sum over drawn x of (C[lo_x] + C[hi_x]) / 2``: ``O(N_x + N_y)`` per task and
 resample instead of the ``O((N_x + N_y) log(N_x + N_y))`` ranking behind scipy's
-``mannwhitneyu``.
+``mannwhitneyu``. For runs on shared seeds (``paired=True``) the same counts apply with one
+draw of seed indices per task used for both X and Y. The paired tests live in
+:mod:`rljax.stats.paired`.
 
 The classical tests call scipy.stats; Holm's step-down adjustment is written here and the
 Benjamini-Hochberg one is ``scipy.stats.false_discovery_control``.
@@ -136,53 +138,100 @@ def _poi_kernel(lo, hi, rank_y, idx_x, idx_y):
     return jnp.mean(u, axis=1) / (num_x * num_y)
 
 
-@functools.partial(jax.jit, static_argnames=("reps",))
-def _poi_replicates(lo, hi, rank_y, key, reps):
+@functools.partial(jax.jit, static_argnames=("reps", "paired"))
+def _poi_replicates(lo, hi, rank_y, key, reps, paired=False):
     num_x, num_tasks = lo.shape
     num_y = rank_y.shape[0]
 
     def one_chunk(chunk_key, chunk):
+        if paired:  # one draw of seed indices per (resample, task), shared by X and Y
+            idx = resample_indices(chunk_key, num_x, (chunk, num_x, num_tasks))
+            return _poi_kernel(lo, hi, rank_y, idx, idx)
         kx, ky = jax.random.split(chunk_key)
         idx_x = resample_indices(kx, num_x, (chunk, num_x, num_tasks))
         idx_y = resample_indices(ky, num_y, (chunk, num_y, num_tasks))
         return _poi_kernel(lo, hi, rank_y, idx_x, idx_y)
 
-    return map_chunks(one_chunk, key, reps, (num_x + num_y) * num_tasks)
+    draws = num_x * num_tasks if paired else (num_x + num_y) * num_tasks
+    return map_chunks(one_chunk, key, reps, draws)
+
+
+def _check_paired_shapes(x: np.ndarray, y: np.ndarray) -> None:
+    if x.shape != y.shape:
+        raise ValueError(
+            f"scores_y must have the same shape as scores_x with paired=True (row i of both "
+            f"is seed i), got {y.shape} and {x.shape}"
+        )
 
 
 def probability_of_improvement_replicates(scores_x, scores_y, *, key: jax.Array,
-                                          reps: int = 2000) -> np.ndarray:
+                                          reps: int = 2000, paired: bool = False) -> np.ndarray:
     """Stratified bootstrap replicates ``[reps]`` of :func:`probability_of_improvement`.
 
-    X and Y are resampled independently, runs within each task (rliable's
-    ``StratifiedIndependentBootstrap``).
+    Unpaired (default): X and Y are resampled independently, runs within each task
+    (rliable's ``StratifiedIndependentBootstrap``). ``paired=True``: row ``i`` of
+    ``scores_x [N, M]`` and of ``scores_y [N, M]`` are the same seed; every resample draws,
+    for each task independently, ``N`` seed indices with replacement and takes those rows
+    of both X and Y (the paired bootstrap: the seed pair is the resampled unit; Efron & Tibshirani
+    1993).
     """
     key = check_key(key)
     reps = check_reps(reps)
     x, y = _check_pair(scores_x, scores_y)
+    if paired:
+        _check_paired_shapes(x, y)
     lo, hi, rank_y = _pair_tables(x, y)
     return np.asarray(_poi_replicates(jnp.asarray(lo, jnp.int32), jnp.asarray(hi, jnp.int32),
-                                      jnp.asarray(rank_y, jnp.int32), key, reps))
+                                      jnp.asarray(rank_y, jnp.int32), key, reps,
+                                      bool(paired)))
 
 
 def probability_of_improvement_ci(scores_x, scores_y, *, key: jax.Array, reps: int = 2000,
-                                  confidence: float = 0.95,
-                                  method: str = "percentile") -> Interval:
+                                  confidence: float = 0.95, method: str = "percentile",
+                                  paired: bool = False) -> Interval:
     """Probability of improvement of X over Y with a stratified-bootstrap interval.
+
+    The point estimate is the same either way: ``P(X > Y) = (1/M) sum_m (1/(N_x N_y))
+    sum_{i,j} ([x_im > y_jm] + 1/2 [x_im = y_jm])`` over *all* pairs of runs (rliable's
+    definition); its estimand is ``P(X > Y')`` for independent draws of a run of X and a
+    run of Y. Only the resampling differs:
+
+    * unpaired (default): X's and Y's runs are resampled independently within each task;
+    * ``paired=True``, for runs that share seed keys (configurations of one grid, arms
+      run with the same base seed on the same seeds): row ``i`` of ``scores_x`` and of
+      ``scores_y`` is seed ``i``, and each resample draws one set of seed indices per task
+      and takes those rows of both (the paired bootstrap of the seed pairs, which keeps
+      the correlation between ``x_i`` and ``y_i``; Efron & Tibshirani 1993, resampling
+      the pairs as units). On positively correlated seeds its interval is narrower than
+      the unpaired one (about half as wide at correlation 0.9). Its measured coverage is
+      :data:`rljax.stats.coverage.POI_COVERAGE`: from 16 seeds it holds about 0.93 or
+      more with ``bca``, but at few seeds with strongly correlated pairs the percentile
+      and BCa intervals are too narrow (0.53 at 5 seeds, correlation 0.9): each seed's own
+      pair enters the estimate with weight 1/n, and the paired resamples double that
+      bias; ``"basic"`` reflects it back (0.92 there).
 
     Args:
       scores_x: ``[N_x, M]`` (or ``[N_x]``) scores of X.
-      scores_y: ``[N_y, M]`` (or ``[N_y]``) scores of Y.
+      scores_y: ``[N_y, M]`` (or ``[N_y]``) scores of Y; with ``paired=True`` the same
+        shape as ``scores_x``, rows in the same seed order.
       key: JAX PRNG key; the same key gives bitwise the same interval.
       reps: number of resamples (>= 1).
       confidence: coverage, strictly between 0 and 1.
-      method: ``"percentile"``, ``"basic"`` or ``"bca"`` (BCa acceleration from each
-        sample's leave-one-run-out jackknife, combined as for independent samples).
+      method: ``"percentile"``, ``"basic"`` or ``"bca"`` (BCa acceleration from the
+        leave-one-run-out jackknife: each sample's on its own, combined as for independent
+        samples, or leave-one-seed-pair-out with ``paired=True``).
+      paired: resample seed pairs jointly (see above).
 
     Returns:
-      :class:`Interval` ``(point, low, high)``.
+      :class:`Interval` ``(point, low, high)`` (float scalars).
 
-    Source: Agarwal et al. 2021, Sec. 4.3 and Fig. 8.
+    Raises:
+      ValueError: one line naming the argument (``scores_y`` of another shape with
+        ``paired=True``, different task counts, non-finite scores, ``reps``, ...).
+
+    Source: Agarwal et al. 2021, Sec. 4.3 and Fig. 8 (probability of improvement and its
+    stratified bootstrap); Efron & Tibshirani, "An Introduction to the Bootstrap", 1993
+    (resampling pairs as units).
     """
     key = check_key(key)
     reps = check_reps(reps)
@@ -190,14 +239,20 @@ def probability_of_improvement_ci(scores_x, scores_y, *, key: jax.Array, reps: i
     method = check_method(method)
     x, y = _check_pair(scores_x, scores_y)
     point = probability_of_improvement(x, y)
-    replicates = probability_of_improvement_replicates(x, y, key=key, reps=reps)
+    replicates = probability_of_improvement_replicates(x, y, key=key, reps=reps,
+                                                       paired=paired)
     acceleration = 0.0
     if method == "bca":
         if min(x.shape[0], y.shape[0]) < 2:
             raise ValueError("method='bca' needs at least 2 runs of each algorithm")
-        jx = [probability_of_improvement(np.delete(x, i, 0), y) for i in range(x.shape[0])]
-        jy = [probability_of_improvement(x, np.delete(y, i, 0)) for i in range(y.shape[0])]
-        acceleration = jackknife_acceleration([np.array(jx), np.array(jy)])
+        if paired:
+            jxy = [probability_of_improvement(np.delete(x, i, 0), np.delete(y, i, 0))
+                   for i in range(x.shape[0])]
+            acceleration = jackknife_acceleration([np.array(jxy)])
+        else:
+            jx = [probability_of_improvement(np.delete(x, i, 0), y) for i in range(x.shape[0])]
+            jy = [probability_of_improvement(x, np.delete(y, i, 0)) for i in range(y.shape[0])]
+            acceleration = jackknife_acceleration([np.array(jx), np.array(jy)])
     low, high = interval_from_replicates(replicates, point, confidence=confidence,
                                          method=method, acceleration=acceleration)
     return as_interval(point, low, high)

@@ -10,8 +10,11 @@ One tracker run per (config, seed) of the run's ``results.parquet``, grouped by 
 (MLflow: experiment = study, tags for config and seed; W&B: ``group`` = study,
 ``job_type`` = config; TensorBoard: one subdirectory per run); params = the run's config,
 metrics = the curves at their steps, plus the study's figures from ``summary.json``
-(:mod:`rljax.trackers.rundir` has the rules). Nothing is sent anywhere: the environment
-variables that keep each tracker offline are set while it writes (:data:`OFFLINE_ENV`).
+(:mod:`rljax.trackers.rundir` has the rules). A table without a step column (a study with
+no training step) holds one value per run, logged at step 0; a float column crossed with
+the seeds (grpo-signal's ``p``) makes each of its values a configuration of its own.
+Nothing is sent anywhere: the environment variables that keep each tracker offline are set
+while it writes (:data:`OFFLINE_ENV`).
 
 The output is written into a temporary directory beside it and renamed into place when
 complete; an existing output is replaced only with ``force=True`` (``--force``).
@@ -152,7 +155,9 @@ def export_run(run_dir: str | os.PathLike, to: str, out: str | os.PathLike | Non
 
     Returns:
       An :class:`ExportResult`; each tracker run holds its ``[T]`` curves (``T`` steps of
-      that (config, seed)).
+      that (config, seed); ``T = 1``, step 0, for a table without a step column, whose
+      float columns crossed with the seeds join the configuration:
+      :func:`rljax.trackers.rundir.crossed_columns`).
 
     Raises:
       ExportError: one line naming ``--to`` (unknown, or its package not installed) or

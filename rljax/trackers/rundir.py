@@ -10,7 +10,12 @@ and usually ``summary.json`` (the study's figures). How the table becomes tracke
   (e.g. orm-vs-prm's ``mode``), plus ``seed``. Each distinct combination is one run.
 * **Step**: ``--step COL`` names the x-axis column; by default the ``step`` column when the
   table has one. Steps are integers >= 0, at most one row per (run, step). A table without
-  a step column must have one row per run; its values are logged at step 0.
+  a step column (a study with no training step: four-answer, gdro, grpo-signal) holds one
+  value per run, logged at step 0 (each tracker's only point, so also its summary / final
+  value). If it has several rows per (configuration, seed), the float columns crossed
+  with the seeds that tell them apart (:func:`crossed_columns`; grpo-signal's ``p``)
+  join the identity, so each (p, seed) is a run of its own, as ``rljax compare --group-by
+  p`` reads it; if none does, the table is refused, naming ``--step``.
 * **Metrics**: every other numeric or boolean column (booleans as 0/1), one curve each.
 * **Params**: the run's config (``config.json``; nested mappings flattened with ``.``),
   with the run's identity values on top (a grid run's own field values, ``mode``, ...)
@@ -81,7 +86,8 @@ class FinishedRun:
       experiment: the study name (``config.json["experiment"]``).
       config: the run's config (``config.json["config"]``).
       finished_at: seconds since the epoch at which ``config.json`` was written.
-      identity_columns: the columns that tell configurations apart.
+      identity_columns: the columns that tell configurations apart (for a step-less table
+        with several rows per seed, the crossed columns of :func:`crossed_columns` last).
       step_column: the x-axis column, or ``None`` (one row per run, logged at step 0).
       metric_columns: the logged columns.
       runs: one :class:`TrackerRun` per (config, seed), configurations in table order,
@@ -180,6 +186,45 @@ def _is_integer(series: Any) -> bool:
     return is_integer_dtype(series.dtype)
 
 
+def crossed_columns(table: Any, identity: list[str], candidates: list[str]) -> list[str]:
+    """The numeric columns that tell apart a step-less table's rows of one (configuration,
+    seed): a factor crossed with the seeds, such as grpo-signal's ``p`` (every seed has one
+    row per probability).
+
+    A candidate qualifies when it is a float column without NaN that takes more than one
+    value within a (configuration, seed) group and holds the same multiset of values in
+    every group (a metric varies from seed to seed; at least two groups are needed to
+    tell). Integer columns never qualify: one crossed with the seeds is an x-axis
+    (ppo-cartpole's ``update``), which ``--step COL`` names. Qualifying columns are taken in
+    table order until ``(identity, seed, columns)`` tells every row apart.
+
+    Args:
+      table: the results DataFrame (rows = runs x ...).
+      identity: the configuration columns.
+      candidates: the numeric columns that could be factors (the metric columns).
+
+    Returns:
+      The columns (names, a list), or ``[]`` if none tells the rows apart.
+    """
+    from pandas.api.types import is_float_dtype
+
+    groups = table.groupby([*identity, "seed"], sort=False, observed=True, dropna=False)
+    if groups.ngroups < 2:  # one seed: a factor and a metric look the same
+        return []
+    chosen: list[str] = []
+    for column in candidates:
+        values = table[column]
+        if not is_float_dtype(values.dtype) or values.isna().any():
+            continue  # integer columns crossed with the seeds are x-axes: --step COL
+        per_group = groups[column].apply(lambda v: tuple(sorted(v.tolist())))
+        if per_group.nunique() != 1 or len(set(per_group.iloc[0])) < 2:
+            continue
+        chosen.append(column)
+        if not table.duplicated([*identity, "seed", *chosen]).any():
+            return chosen
+    return []
+
+
 def read_run_dir(path: str | Path, step_column: str | None = None) -> FinishedRun:
     """Reads a finished run directory (see the module docstring for the rules).
 
@@ -195,7 +240,8 @@ def read_run_dir(path: str | Path, step_column: str | None = None) -> FinishedRu
       RunDirError: one line, naming ``DIR`` when it is not a finished run (no
         ``config.json`` or ``results.parquet``), ``--step`` for a step column that is
         missing, not integral or negative, or the table when it has no ``seed`` column,
-        no metric, or several rows per (config, seed[, step]).
+        no metric, or several rows per (config, seed[, step]) that neither the step nor
+        crossed columns (:func:`crossed_columns`) tell apart.
     """
     import pandas as pd
 
@@ -249,6 +295,12 @@ def read_run_dir(path: str | Path, step_column: str | None = None) -> FinishedRu
         raise RunDirError(f"DIR: {table_path} has no numeric metric column; it has "
                           f"{list(table.columns)}")
     keys = [*identity, "seed"] + ([step_column] if step_column else [])
+    if step_column is None and table.duplicated(keys).any():
+        crossed = crossed_columns(table, identity, metrics)
+        if crossed and len(crossed) < len(metrics):
+            identity += crossed
+            metrics = [c for c in metrics if c not in crossed]
+            keys = [*identity, "seed"]
     if table.duplicated(keys).any():
         if step_column is None:
             numeric = [c for c in metrics if _is_integer(table[c])]
