@@ -5,19 +5,38 @@ Studies and benchmarks are found through entry-point groups (``rljax.experiments
 and a user's own package can add studies of its own. Bad input prints one line
 ``error: <field>: <what is allowed>, got <value>`` on stderr and exits with status 2; no
 traceback, no output directory.
+
+**Start-up.** ``rljax --help``, ``rljax list`` and the argument errors that the command
+line alone shows (unknown flags or study, bad integers, flags that exclude each other, an
+output directory that needs ``--overwrite``, ``--resume`` with nothing to resume) answer
+without importing JAX: ``rljax`` loads its names lazily, ``list`` reads each study's
+``DESCRIPTION`` from its source, and a study's module is imported only once it is needed
+(its ``Config`` checks ``--set`` values). ``rljax compare`` imports :mod:`rljax.compare`.
+
+**Ctrl-C.** An interrupted command (``KeyboardInterrupt``, at any point, XLA's compile
+included) prints at most a few lines on stderr and exits with status 130: for ``run``,
+what was saved and the exact command that continues the run with ``--resume``, or, when
+no checkpoint was saved yet, the command that starts it again (the run's own working
+state, ``checkpoints/run.json``, is then removed). A run directory is finished when its
+``config.json`` is written, last; an interrupted run never has one (``--overwrite``
+removes the old one before the run starts).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shlex
 import sys
 import time
-from importlib.metadata import entry_points
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command ended by Ctrl-C
 EXPERIMENT_GROUP = "rljax.experiments"
 BENCHMARK_GROUP = "rljax.benchmarks"
 
@@ -36,22 +55,82 @@ def registry(group: str) -> dict[str, Any]:
     return {ep.name: ep for ep in sorted(entry_points(group=group), key=lambda e: e.name)}
 
 
-def _load(group: str, name: str, what: str) -> Any:
+def _entry(group: str, name: str, what: str) -> EntryPoint:
+    """The entry point ``name`` of ``group`` (nothing imported); unknown names exit 2."""
     known = registry(group)
     if name not in known:
         names = ", ".join(known) or "(none installed)"
         raise UsageError(f"unknown {what} {name!r}; known {what}s: {names}")
-    return known[name].load()
+    return known[name]
+
+
+def _load(group: str, name: str, what: str) -> Any:
+    return _entry(group, name, what).load()
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     for name, ep in registry(EXPERIMENT_GROUP).items():
-        try:
-            description = getattr(ep.load(), "DESCRIPTION", "")
-        except ImportError as err:  # a broken third-party study must not hide the others
-            description = f"(cannot be imported: {err})"
-        print(f"{name:<20} {description}")
+        print(f"{name:<20} {study_description(ep)}")
     return 0
+
+
+DESCRIPTION_ATTRIBUTE = "DESCRIPTION"
+
+
+def study_description(ep: EntryPoint | Any) -> str:
+    """The one-line ``DESCRIPTION`` of the study module an entry point names.
+
+    Read from the module's source without importing it (so ``rljax list`` imports no
+    JAX) when the module assigns it once, at top level, a string literal; otherwise the
+    module is imported and asked. A study that cannot be imported is listed with the
+    reason rather than hiding the others.
+
+    Args:
+      ep: an entry point of the ``rljax.experiments`` group.
+
+    Returns:
+      The description, ``""`` when the module has none.
+    """
+    literal = _literal_description(ep)
+    if literal is not None:
+        return literal
+    try:
+        return str(getattr(ep.load(), DESCRIPTION_ATTRIBUTE, ""))
+    except Exception as err:  # a broken third-party study must not hide the others
+        return f"(cannot be imported: {err})"
+
+
+def _literal_description(ep: EntryPoint | Any) -> str | None:
+    """``DESCRIPTION`` of ``ep``'s module read statically, or ``None`` when it cannot be
+    (an attribute entry point, no Python source, or not one top-level string literal).
+
+    ``importlib.util.find_spec`` imports the parent packages only (``experiments/
+    __init__.py`` imports nothing), never the study module itself.
+    """
+    import ast
+    import importlib.util
+
+    module = getattr(ep, "module", None)
+    if not module or getattr(ep, "attr", None):
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is None or not (spec.origin or "").endswith(".py"):
+            return None
+        tree = ast.parse(Path(spec.origin).read_bytes())
+    except (ImportError, ValueError, OSError, SyntaxError):
+        return None
+    assigned = [node for node in ast.walk(tree)
+                if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+                and any(isinstance(t, ast.Name) and t.id == DESCRIPTION_ATTRIBUTE
+                        for t in (node.targets if isinstance(node, ast.Assign)
+                                  else [node.target]))]
+    if len(assigned) != 1 or assigned[0] not in tree.body:
+        return None
+    value = assigned[0].value
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value.value
+    return None
 
 
 CHECKPOINTS = "checkpoints"
@@ -81,6 +160,8 @@ def supports_tensorboard(module: Any) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``rljax run NAME``: check the command line, then run the study (see the module
+    docstring for what a Ctrl-C prints)."""
     from rljax.config import build_config, field_types, parse_overrides, parse_value
 
     processes = _positive_int("--processes", args.processes, 1)
@@ -102,30 +183,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--local-devices: only with --processes N (it sets each child's CPU "
                          "device count); for one process set XLA_FLAGS yourself")
 
+    # What the command line (and the output directory) alone can refuse is refused before
+    # the study's module, and so JAX, is imported.
+    study = _entry(EXPERIMENT_GROUP, args.name, "experiment")
+    sweep_ints = {field: parse_value(field, getattr(args, field), int)
+                  for field in ("seeds", "block_size", "base_seed", "first_seed")
+                  if getattr(args, field) is not None}
+    grid_args = _grid_args(args)
+    out = Path(args.out) if args.out else Path("results") / args.name
+    recorded = _recorded_config(out, args.name) if args.resume else None
+    if not args.child and not args.distributed and debug_seed is None:
+        _check_out(out, args.resume, args.overwrite)
+
     if args.child or args.distributed:  # before anything touches a JAX backend
         from rljax import distributed
 
         distributed.initialize()
-    module = _load(EXPERIMENT_GROUP, args.name, "experiment")
+    module = study.load()
     if args.tensorboard is not None and not supports_tensorboard(module):
         raise UsageError(f"--tensorboard: study {args.name!r} writes no TensorBoard logs (only "
                          f"studies declaring {TENSORBOARD_ATTRIBUTE} = True, whose ChunkedSweep "
                          "writes them, do); drop the flag")
-    out = Path(args.out) if args.out else Path("results") / args.name
     overrides = parse_overrides(module.Config, args.set or [])
-    for flag, field in (("seeds", "seeds"), ("block_size", "block_size"),
-                        ("base_seed", "base_seed")):
-        value = getattr(args, flag)
-        if value is not None:
-            if field not in field_types(module.Config):
-                raise UsageError(f"--{flag.replace('_', '-')}: study {args.name!r} has no "
-                                 f"{field} field (it runs no seed sweep); drop the flag")
-            overrides[field] = parse_value(field, value, int)
+    for field, value in sweep_ints.items():
+        if field not in field_types(module.Config):
+            why = ("its seed ids always start at 0" if field == "first_seed"
+                   else "it runs no seed sweep")
+            raise UsageError(f"--{field.replace('_', '-')}: study {args.name!r} has no "
+                             f"{field} field ({why}); drop the flag")
+        overrides[field] = value
     if args.env is not None:
         overrides["env"] = _env_override(module, args.name, args.env, overrides)
-    grid_args = _grid_args(args)
-    if args.resume:
-        recorded = _recorded_config(out, args.name)
+    if recorded is not None:
         swept = set(_recorded_grid_args(out).get("fields", []))
         overrides = {**{k: v for k, v in recorded.items() if k not in swept}, **overrides}
         grid_args = _resume_grid_args(out, grid_args)
@@ -136,18 +225,148 @@ def cmd_run(args: argparse.Namespace) -> int:
         if seeds is not None and debug_seed >= seeds:
             raise UsageError(f"--debug-nans: seed must be in 0..{seeds - 1} (this run's seeds), "
                              f"got {debug_seed}")
-        return _debug_nans(module, config, debug_seed, grid)
-    if not args.child and not args.distributed:
-        _check_out(out, args.resume, args.overwrite)
-    if (processes or 1) > 1:
-        return _launch_local(processes, local_devices)
+        with _one_blas_thread():
+            return _debug_nans(module, config, debug_seed, grid)
+    progress = {"out_existed": out.exists(), "started": False, "finished": False}
+    try:
+        if (processes or 1) > 1:
+            progress["started"] = True  # process 0 writes the run record
+            return _launch_local(processes, local_devices, _argv(args))
 
-    if args.distributed:
-        from rljax import distributed
+        if args.distributed:
+            from rljax import distributed
 
-        if distributed.is_primary():
-            _check_out(out, args.resume, args.overwrite)
-    return _run_study(module, args, config, out, checkpoint_every, grid, grid_args)
+            if distributed.is_primary():
+                _check_out(out, args.resume, args.overwrite)
+        with _one_blas_thread():
+            return _run_study(module, args, config, out, checkpoint_every, grid, grid_args,
+                              progress)
+    except KeyboardInterrupt:
+        _report_interrupted_run(args, out, progress)
+        return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """:func:`rljax.cpu_threads.blas_threads` ``(1)`` around a command's XLA work
+    (LAPACK off XLA's cores, same bits); entered only once the arguments are checked,
+    since it imports JAX."""
+    from rljax.cpu_threads import blas_threads
+
+    with blas_threads(1):
+        yield
+
+
+def _report_interrupted_run(args: argparse.Namespace, out: Path,
+                            progress: dict[str, bool]) -> None:
+    """After a Ctrl-C of ``rljax run``: say what was saved and how to go on (<= 2 lines).
+
+    With a finished checkpoint in ``out/checkpoints`` (or when resuming): the command that
+    continues the run, the user's own with ``--resume`` added and ``--overwrite`` dropped.
+    Without one, the run's working state (``run.json`` only) is removed, and so is ``out``
+    if this run created it and it is empty, so the same command starts the run again.
+    A local process of ``--processes`` (``--child``) or a non-primary process of a
+    ``--distributed`` job says nothing: the process that started the run speaks for it.
+    """
+    if args.child or (args.distributed and not _is_primary()):
+        return
+    checkpoints = out / CHECKPOINTS
+    if progress["finished"]:  # config.json is written: only the clean-up was cut short
+        import shutil
+
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        _say(f"interrupted after the results were written: {out}/ holds the finished run")
+        return
+    saved = saved_checkpoints(out)
+    if saved or args.resume:
+        where = ", ".join(f"{name}: step {step}" for name, step in list(saved.items())[:3])
+        where += ", ..." if len(saved) > 3 else ""
+        _say(f"interrupted: checkpoints kept in {checkpoints}/ ({where})" if saved else
+             f"interrupted before a checkpoint was saved; {checkpoints}/ is kept")
+        _say(f"continue with: {resume_command(_argv(args))}")
+        return
+    if progress["started"]:  # this run's record only: nothing worth resuming
+        import shutil
+
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        if not progress["out_existed"]:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only if empty
+    again = _argv(args)
+    if out.is_dir() and any(out.iterdir()) and not _has_flag(again, "--overwrite"):
+        again.append("--overwrite")
+    _say("interrupted before the first checkpoint: nothing to resume")
+    _say(f"start again with: {shlex.join(['rljax', *again])}")
+
+
+def saved_checkpoints(out: Path) -> dict[str, int]:
+    """The finished checkpoints of an interrupted run in ``out``.
+
+    A finished checkpoint is a directory ``<step>/`` holding ``checkpoint.json``
+    (:class:`rljax.checkpoint.Checkpointer` renames it into place only once written), under
+    ``out/checkpoints/<sweep>/`` (chunk states) or ``out/checkpoints/<sweep>/rounds/``
+    (finished rounds); hidden ``.tmp-*`` / ``.trash-*`` directories are not.
+
+    Args:
+      out: the run's output directory.
+
+    Returns:
+      ``{checkpoint directory relative to out/checkpoints: latest finished step}``, sorted.
+    """
+    root = out / CHECKPOINTS
+    latest: dict[str, int] = {}
+    if root.is_dir():
+        for manifest in root.rglob("checkpoint.json"):
+            step = manifest.parent
+            parts = step.relative_to(root).parts
+            if step.name.isdigit() and not any(p.startswith(".") for p in parts):
+                name = step.parent.relative_to(root).as_posix()
+                latest[name] = max(latest.get(name, -1), int(step.name))
+    return dict(sorted(latest.items()))
+
+
+def resume_command(argv: list[str]) -> str:
+    """The shell command that continues an interrupted ``rljax run``: the user's arguments
+    with ``--resume`` added (once) and ``--overwrite`` dropped (it would start again).
+
+    Args:
+      argv: the ``rljax`` arguments of the interrupted run (``["run", NAME, ...]``).
+
+    Returns:
+      ``rljax run NAME ... --resume``, quoted for a POSIX shell.
+    """
+    kept = [a for a in argv if not _abbreviates(a, "--overwrite")]
+    if not _has_flag(kept, "--resume"):
+        kept.append("--resume")
+    return shlex.join(["rljax", *kept])
+
+
+def _abbreviates(token: str, flag: str) -> bool:
+    """Whether argparse reads ``token`` as ``flag`` (a long option or an unambiguous prefix
+    of it; an ambiguous prefix is refused before a run starts)."""
+    return token.startswith("--") and len(token) > 2 and flag.startswith(token)
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The ``rljax`` arguments ``args`` were parsed from (set by :func:`main`)."""
+    return list(getattr(args, "argv", None) or sys.argv[1:])
+
+
+def _has_flag(argv: list[str], flag: str) -> bool:
+    return any(_abbreviates(a, flag) for a in argv)
+
+
+def _is_primary() -> bool:
+    try:
+        from rljax.distributed import is_primary
+
+        return bool(is_primary())
+    except Exception:  # JAX not initialised: this process is all there is
+        return True
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 ENV_FIELD = "env"
@@ -236,15 +455,16 @@ def _build_grid(module: Any, name: str, overrides: dict[str, Any], grid_args: di
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
     """Refuse an output directory that holds something unless asked (before any work)."""
-    from rljax import io
-
     if resume:
         if not (out / CHECKPOINTS / RUN_RECORD).is_file():
             if (out / "config.json").is_file():
                 raise UsageError(f"--resume: {out} holds a finished run; nothing to resume")
             raise UsageError(f"--resume: {out} has no checkpoints of an interrupted run")
         return
-    io.check_output_dir(out, overwrite)
+    if out.exists():  # a missing directory is always fine (and costs no pandas import)
+        from rljax import io
+
+        io.check_output_dir(out, overwrite)
 
 
 def _recorded_config(out: Path, name: str) -> dict[str, Any]:
@@ -282,7 +502,10 @@ def _check_same_run(out: Path, record: dict[str, Any]) -> None:
 
 def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
                checkpoint_every: int | None, grid: Any = None,
-               grid_args: dict[str, Any] | None = None) -> int:
+               grid_args: dict[str, Any] | None = None,
+               progress: dict[str, bool] | None = None) -> int:
+    """Run the study into ``out``; ``progress`` (``started``, ``finished``) tells a Ctrl-C
+    handler what this run has written so far."""
     import shutil
     import tempfile
     from dataclasses import asdict
@@ -301,11 +524,15 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
         _check_same_run(out, record)
     if grid is not None and primary:
         _announce_grid(module, grid, config)
+    progress = {} if progress is None else progress
     if primary:
         if args.overwrite and checkpoints.is_dir():
             shutil.rmtree(checkpoints)  # the old run's working state, not results
+        if args.overwrite or args.resume:  # an old config.json would mark a cut-short run
+            (out / "config.json").unlink(missing_ok=True)  # as finished; written again last
         if not args.resume:
             io.write_json(checkpoints / RUN_RECORD, record)
+        progress["started"] = True
     scratch = None if primary else tempfile.TemporaryDirectory(prefix="rljax-process-")
     work_out = out if primary else Path(scratch.name)
     start = time.perf_counter()
@@ -330,6 +557,7 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
         "nonfinite": opts.nonfinite,
         **({"grid": grid.record()} if grid is not None else {}),
     })
+    progress["finished"] = True
     if opts.nonfinite:
         io.write_json(out / "nonfinite.json", opts.nonfinite)
     shutil.rmtree(checkpoints, ignore_errors=True)  # the results are written
@@ -374,7 +602,7 @@ def _debug_nans(module: Any, config: Any, seed: int, grid: Any = None) -> int:
     return 0
 
 
-def _launch_local(processes: int, local_devices: int | None) -> int:
+def _launch_local(processes: int, local_devices: int | None, argv: list[str]) -> int:
     """Run this command as ``processes`` local JAX processes (``jax.distributed`` over
     localhost, gloo collectives on CPU); process 0 writes the results."""
     import os
@@ -386,7 +614,7 @@ def _launch_local(processes: int, local_devices: int | None) -> int:
     with socket.socket() as sock:
         sock.bind(("localhost", 0))
         port = sock.getsockname()[1]
-    argv = _child_argv(sys.argv[1:])
+    argv = _child_argv(argv)
     children = []
     for pid in range(processes):
         env = dict(os.environ)
@@ -422,6 +650,8 @@ def _launch_local(processes: int, local_devices: int | None) -> int:
     finally:
         for child in children:
             child.kill()
+        for child in children:  # gone before a Ctrl-C report looks at what they wrote
+            child.wait()
     return status
 
 
@@ -442,8 +672,6 @@ def _child_argv(argv: list[str]) -> list[str]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from rljax import io
-
     module = _load(BENCHMARK_GROUP, args.name, "benchmark")
     if args.env is not None:
         if not getattr(module, "ACCEPTS_ENV", False):
@@ -451,13 +679,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
                              "benchmarks declaring ACCEPTS_ENV = True, e.g. ppo, do); drop "
                              "the flag")
         try:
-            result = module.run(env=args.env)
+            with _one_blas_thread():
+                result = module.run(env=args.env)
         except ValueError as err:  # an env the benchmark cannot run: one line
             raise UsageError(f"--env: {err}") from None
     else:
-        result = module.run()
+        with _one_blas_thread():
+            result = module.run()
     print(module.table(result))
     if args.json:
+        from rljax import io
+
         io.write_json(args.json, result)
         print(f"wrote {args.json}")
     return 0
@@ -498,6 +730,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--block-size", dest="block_size",
                      help="seeds per device per compiled block (>= 1); fixes the result bits")
     run.add_argument("--base-seed", dest="base_seed", help="base seed (>= 0)")
+    run.add_argument("--first-seed", dest="first_seed",
+                     help="first seed id (>= 0): run seeds first_seed .. first_seed + seeds - "
+                          "1, e.g. fresh evaluation seeds after tuning (studies with a "
+                          "first_seed field, e.g. ppo)")
     run.add_argument("--env", metavar="NAME",
                      help="environment of a study that takes one (its 'env' field, e.g. "
                           "ppo: a gymnax id such as Pendulum-v1); others exit 2")
@@ -570,46 +806,108 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``rljax`` command; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "compare":
-        from rljax.compare import main as compare_main
+    """Entry point of the ``rljax`` command; returns the exit status.
 
-        return compare_main(argv[1:])
+    0 on success, 2 after one line ``error: ...`` on stderr for bad input, 130 after a
+    Ctrl-C (``KeyboardInterrupt``, caught wherever it lands).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        with _swallowed_interrupts_redelivered():
+            if argv and argv[0] == "compare":
+                from rljax.compare import main as compare_main
+
+                return compare_main(argv[1:])
+            return _dispatch(argv)
+    except KeyboardInterrupt:  # a started `rljax run` reports its own (saved, --resume)
+        if "--child" not in argv:
+            _say("interrupted")
+        return EXIT_INTERRUPTED
+
+
+#: Seconds before a Ctrl-C that Python swallowed is delivered again.
+REDELIVER_SECONDS = 0.05
+
+
+@contextlib.contextmanager
+def _swallowed_interrupts_redelivered() -> Iterator[None]:
+    """Deliver again a ``KeyboardInterrupt`` that Python swallowed, inside the block.
+
+    Python raises ``KeyboardInterrupt`` in whatever Python code the main thread runs
+    next; when that is a garbage-collector callback (JAX registers one,
+    ``_xla_gc_callback``) or a ``__del__``, the exception cannot propagate: Python prints
+    ``Exception ignored in ...`` with a traceback and goes on, and the run continued to
+    its end (seen 3 times in 6 Ctrl-Cs during ``rljax run ppo-cartpole``'s compile). Such
+    an exception reaches :data:`sys.unraisablehook`; this hook keeps it quiet and
+    interrupts the main thread again shortly after, from a timer thread (an interrupt
+    raised at once would land inside the hook, and be swallowed again).
+    """
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type,
+                                                          KeyboardInterrupt):
+            import _thread
+            import threading
+
+            timer = threading.Timer(REDELIVER_SECONDS, _thread.interrupt_main)
+            timer.daemon = True  # never holds up the interpreter's exit
+            timer.start()
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def _dispatch(argv: list[str]) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
-        from rljax.cpu_threads import blas_threads
-
-        with blas_threads(1):  # rljax.cpu_threads: LAPACK off XLA's cores, same bits
-            return args.func(args)
+        args.argv = argv
+        return args.func(args)
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, FileExistsError) as err:
-        from rljax.checkpoint import CheckpointError
-        from rljax.config import ConfigError
-        from rljax.io import OutputExistsError
-
-        if isinstance(err, ConfigError | OutputExistsError | CheckpointError):
+        if _is_refusal(err):
             print(f"error: {err}", file=sys.stderr)
             return EXIT_USAGE
         raise
 
 
+#: The errors printed as one line with exit 2: ``(module, class)``, looked up among the
+#: modules already imported (an instance cannot exist otherwise), so a refusal imports
+#: nothing (``rljax.checkpoint`` would import JAX).
+REFUSALS = (("rljax.config", "ConfigError"), ("rljax.io", "OutputExistsError"),
+            ("rljax.checkpoint", "CheckpointError"))
+
+
+def _is_refusal(err: BaseException) -> bool:
+    return any(isinstance(err, getattr(sys.modules[module], name))
+               for module, name in REFUSALS if module in sys.modules)
+
+
 def exit_with(code: int) -> NoReturn:
     """Ends the process with ``code``.
 
-    After a refusal (exit 2) the process ends at once (``os._exit`` once stdout and stderr
-    are flushed): a failed checkpoint read can leave tensorstore threads whose callbacks on
-    orbax's closed event loop print ``RuntimeError: Event loop is closed`` tracebacks while
-    the interpreter shuts down, which would turn the one-line error into a wall of text.
-    Nothing is left to write after a refusal (it writes nothing), so no exit handler is lost.
+    After a refusal (exit 2) or a Ctrl-C (exit 130) the process ends at once
+    (``os._exit`` once stdout and stderr are flushed). A failed checkpoint read can leave
+    tensorstore threads whose callbacks on orbax's closed event loop print
+    ``RuntimeError: Event loop is closed`` tracebacks while the interpreter shuts down,
+    which would turn the one-line error into a wall of text; and a Ctrl-C during XLA's
+    compile leaves its compile threads running, which the interpreter's teardown raced
+    into a segmentation fault (seen on ``rljax run ppo-cartpole``). Nothing is left to
+    write then (a refusal writes nothing; an interrupted run has reported what it saved),
+    so no exit handler is lost.
     """
-    if code == EXIT_USAGE:
+    if code in (EXIT_USAGE, EXIT_INTERRUPTED):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -618,7 +916,11 @@ def exit_with(code: int) -> NoReturn:
 
 def entry() -> NoReturn:
     """The ``rljax`` console command: :func:`main` on ``sys.argv``, then :func:`exit_with`."""
-    exit_with(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a second Ctrl-C while the first was being reported
+        code = EXIT_INTERRUPTED
+    exit_with(code)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ the results are bitwise the same (``tests/test_cpu_threads.py``).
 
 :func:`blas_threads` limits every loaded BLAS library (``threadpoolctl``) for the duration
 of a block; :class:`rljax.sweep.Sweep` and :class:`rljax.sweep.ChunkedSweep` run their
-programs inside it (:func:`one_blas_thread`), and so does every ``rljax`` command. On an
+programs inside it (:func:`one_blas_thread`), and so does the XLA work of ``rljax run``
+and ``rljax bench``. On an
 accelerator backend nothing is changed (LAPACK is not on the hot path there).
 """
 

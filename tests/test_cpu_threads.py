@@ -1,6 +1,5 @@
 """rljax.cpu_threads: one BLAS thread while sweeps and commands run, with the same bits."""
 
-import argparse
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +8,6 @@ import pytest
 import scipy.linalg  # noqa: F401  (loads the OpenBLAS jaxlib's LAPACK kernels call)
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from rljax import cli
 from rljax.cpu_threads import blas_threads, current_blas_threads
 from rljax.policies import mlp_actor_critic
 from rljax.sweep import ChunkedSweep, Sweep
@@ -58,17 +56,6 @@ def test_sweeps_run_with_one_blas_thread_and_restore_the_limit():
         np.testing.assert_array_equal(result["final"]["threads"], [1, 1])
         np.testing.assert_array_equal(result["logs"]["threads"], [[1, 1], [1, 1]])
         assert current_blas_threads() == 2
-
-
-def test_every_command_runs_with_one_blas_thread(monkeypatch):
-    seen = []
-    parser = argparse.ArgumentParser()
-    parser.set_defaults(command="probe", func=lambda args: seen.append(current_blas_threads()) or 0)
-    monkeypatch.setattr(cli, "build_parser", lambda: parser)
-    with threadpool_limits(limits=2, user_api="blas"):
-        assert cli.main([]) == 0
-        assert current_blas_threads() == 2
-    assert seen == [1]
 
 
 def test_current_blas_threads_is_threadpoolctls_largest_blas_count():
