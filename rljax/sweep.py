@@ -63,6 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from rljax.contracts import check_array_outputs
 from rljax.cpu_threads import one_blas_thread
 from rljax.distributed import global_array, is_primary, to_host
 from rljax.nonfinite import NONFINITE_STEP, nonfinite_seeds
@@ -468,7 +469,13 @@ class Sweep:
         structure = None if table is None else table.structure()
         if structure in self._programs:
             return self._programs[structure]
-        base_key, train = self._base_key, self.train
+        base_key, user_train = self._base_key, self.train
+
+        def train(*args):  # the user's outputs checked once, at trace time
+            out = user_train(*args)
+            check_array_outputs("train=", user_train, out)
+            return out
+
         shard = dict(out_shardings=self.sharding)
         if table is None:
             def block(seed_ids):
@@ -701,7 +708,8 @@ class ChunkedSweep:
         if structure in self._programs:
             return self._programs[structure]
         base_key = self._base_key
-        init, advance, finish = self.init, self.advance, self.finish
+        init, advance, finish = (_checked(name, fn) for name, fn in (
+            ("init=", self.init), ("advance=", self.advance), ("finish=", self.finish)))
         with_hp = table is not None
 
         def init_block(seed_ids, hparams, salts):
@@ -864,6 +872,18 @@ class ChunkedSweep:
         _, logs = jax.eval_shape(advance_block, state_shape, hparams)
         return jax.tree_util.tree_map(
             lambda s: jax.ShapeDtypeStruct((self.num_chunks, *s.shape), s.dtype), logs)
+
+
+def _checked(what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with its outputs checked at trace time
+    (:func:`rljax.contracts.check_array_outputs`)."""
+
+    def checked(*args):
+        out = fn(*args)
+        check_array_outputs(what, fn, out)
+        return out
+
+    return checked
 
 
 def _chunk_column(logs: np.ndarray, chunk: int, with_configs: bool) -> np.ndarray:

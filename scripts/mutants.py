@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
+CONTRACTS = "tests/test_contracts.py"
 
 
 class Mutant(NamedTuple):
@@ -48,8 +49,8 @@ class Mutant(NamedTuple):
 
 MUTANTS = (
     Mutant("ignore_clip_epsilon_high", "rljax/algorithms/grpo.py",
-           "epsilon_high=clip_epsilon_high, dual_clip=dual_clip, mask=mask)",
-           "epsilon_high=None, dual_clip=dual_clip, mask=mask)",
+           "epsilon_high=clip_epsilon_high, dual_clip=dual_clip, mask=train_mask)",
+           "epsilon_high=None, dual_clip=dual_clip, mask=train_mask)",
            ("tests/test_grpo_variants.py",)),
     Mutant("kl_k3_is_k1", "rljax/losses.py",
            "    return jnp.expm1(log_rho) - log_rho\n",
@@ -60,12 +61,12 @@ MUTANTS = (
            "jnp.where(advantages < 0, objective,",
            ("tests/test_grpo_variants.py", "tests/test_losses.py")),
     Mutant("gspo_token_ratio", "rljax/algorithms/grpo.py",
-           "            if sequence_ratio:\n",
-           "            if False:\n",
+           "        if sequence_ratio:\n",
+           "        if False:\n",
            ("tests/test_grpo_variants.py",)),
     Mutant("group_std_ddof_1", "rljax/advantages.py",
-           "epsilon: float = 1e-6, ddof: int = 0) -> Array:",
-           "epsilon: float = 1e-6, ddof: int = 1) -> Array:",
+           "def group_relative_advantages(rewards: Array, *, epsilon: float = 1e-6, ddof: int = 0)",
+           "def group_relative_advantages(rewards: Array, *, epsilon: float = 1e-6, ddof: int = 1)",
            ("tests/test_advantages_group.py", "tests/test_grpo.py")),
     Mutant("gae_no_truncation_bootstrap", "rljax/advantages.py",
            "next_values = jnp.where(trunc > 0, truncation_values, next_values)",
@@ -112,6 +113,77 @@ MUTANTS = (
            "score = one_hot - jnp.exp(log_probs)",
            "score = jnp.exp(log_probs) - one_hot",
            ("tests/test_log_prob_grads.py",)),
+    # ---- boundary contracts (rljax.contracts): each check removed must fail a test
+    Mutant("contract_head_vs_action_space", "rljax/contracts.py",
+           "        if n is not None and actions != int(n):\n",
+           "        if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_gaussian_vs_box", "rljax/contracts.py",
+           "        if (int(jnp.shape(mean)[-1]),) != tuple(shape) or jnp.shape(log_std) != "
+           "jnp.shape(mean):\n",
+           "        if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_apply_returns_a_pair", "rljax/contracts.py",
+           "    if not (isinstance(out, tuple | list) and len(out) == 2):\n"
+           "        raise ContractError(f\"{apply_name} (actor-critic)",
+           "    if False:\n"
+           "        raise ContractError(f\"{apply_name} (actor-critic)",
+           (CONTRACTS,)),
+    Mutant("contract_recurrent_head_unchecked", "rljax/training/recurrent_ppo.py",
+           "    _check_recurrent_head(net, reset_envs, env_params, num_envs, env_name, "
+           "action_space)\n",
+           "    pass\n",
+           (CONTRACTS,)),
+    Mutant("contract_value_shape", "rljax/contracts.py",
+           "    if not _is_array(value) or tuple(jnp.shape(value)) != tuple(batch_shape):\n",
+           "    if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_reset_vs_step_obs", "rljax/contracts.py",
+           "        if per_env(r) != per_env(s):\n",
+           "        if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_reward_scalar", "rljax/contracts.py",
+           "        if per_env(value) != []:\n",
+           "        if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_reward_floating", "rljax/contracts.py",
+           "        if kind == \"float\" and not jnp.issubdtype(dtype, jnp.floating):\n",
+           "        if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_done_bool", "rljax/contracts.py",
+           "        if kind == \"bool\" and dtype != jnp.bool_:\n",
+           "        if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_custom_output_shape", "rljax/contracts.py",
+           "    if not _is_array(out) or tuple(jnp.shape(out)) != tuple(expected):\n",
+           "    if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_advantage_checked_against_itself", "rljax/algorithms/grpo.py",
+           "check_output_shape(\"advantage=\", advantage, out, rewards.shape,",
+           "check_output_shape(\"advantage=\", advantage, out, out.shape,",
+           (CONTRACTS,)),
+    Mutant("contract_logits_rank", "rljax/contracts.py",
+           "    if (not _is_array(logits) or jnp.ndim(logits) != len(batch) + 1\n"
+           "            or list(jnp.shape(logits)[:-1]) != batch):\n",
+           "    if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_lm_vocabulary", "rljax/training/lm.py",
+           "        if size != vocab_size:\n",
+           "        if False:\n",
+           (CONTRACTS,)),
+    Mutant("contract_sweep_outputs", "rljax/contracts.py",
+           "        if not (_is_array(leaf) or isinstance(leaf, int | float | bool | complex | "
+           "np.generic)):\n",
+           "        if False:\n",
+           (CONTRACTS,)),
+    Mutant("base_step_drops_final_obs", "rljax/envs/base.py",
+           "        if \"final_obs\" not in info:",
+           "        if False:",
+           (CONTRACTS,)),
+    Mutant("no_bootstrap_warning", "rljax/training/ppo.py",
+           "        warn_no_final_obs(env_name)\n",
+           "        pass\n",
+           (CONTRACTS, "tests/test_ppo_train_options.py")),
 )
 
 

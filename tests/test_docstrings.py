@@ -56,6 +56,10 @@ NO_ARRAYS = {
     "rljax.policies.distributions.check_supports": "validates a head against a space",
     "rljax.training.lm.LMTrainConfig": "a frozen dataclass of Python settings",
     "rljax.training.ppo_config.train_config_from": "copies Python settings into PPOTrainConfig",
+    "rljax.training.ppo_config.config_fields": "PPOTrainConfig's field declarations (Python)",
+    "rljax.contracts.env_function_names": "names of a user's env methods, for messages",
+    "rljax.contracts.function_name": "a user's callable's name, for messages",
+    "rljax.contracts.warn_no_final_obs": "a warning naming an env",
     # static-only parameter structs (every field pytree_node=False)
     "rljax.envs.base.EnvParams": "one static int (the episode-length limit), no leaves",
     "rljax.envs.chain.ChainParams": "one static int (the chain length), no leaves",

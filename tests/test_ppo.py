@@ -203,8 +203,19 @@ def test_truncation_bootstrap_detection():
     ppo_module = sys.modules["rljax.training.ppo"]
     env = CartPole()
     assert ppo_module._has_final_obs(env, env.default_params)
-    chain = ChainMDP(3)
-    assert not ppo_module._has_final_obs(chain, chain.default_params)
+    chain = ChainMDP(3)  # its step_env gives no final_obs: the base class's step adds it
+    assert ppo_module._has_final_obs(chain, chain.default_params)
+
+    class NoFinalObs:  # duck-typed, no rljax base class: nothing adds it
+        name, num_actions, default_params = "NoFinalObs", chain.num_actions, chain.default_params
+
+        def reset(self, key, params):
+            return chain.reset(key, params)
+
+        def step(self, key, state, action, params):
+            return (*chain.step(key, state, action, params)[:5], {})
+
+    assert not ppo_module._has_final_obs(NoFinalObs(), chain.default_params)
 
 
 @pytest.mark.timeout(120)

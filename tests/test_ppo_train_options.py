@@ -10,6 +10,7 @@ import numpy as np
 import optax
 import pytest
 
+from rljax.contracts import TruncationBootstrapWarning
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
 from rljax.training import PPOTrainConfig, make_ppo_train
@@ -47,8 +48,9 @@ def _run(env, config):
 
 def test_no_bootstrap_is_the_run_without_final_obs_and_bootstrapping_changes_it():
     env = CartPole(max_steps_in_episode=10)
-    off = _run(env, CONFIG._replace(bootstrap_truncations=False))
-    plain = _run(NoFinalObs(env), CONFIG)
+    off = _run(env, CONFIG.replace(bootstrap_truncations=False))
+    with pytest.warns(TruncationBootstrapWarning, match="final_obs"):
+        plain = _run(NoFinalObs(env), CONFIG)
     on = _run(env, CONFIG)
     for name in off:
         np.testing.assert_array_equal(off[name], plain[name], err_msg=name)
@@ -63,7 +65,7 @@ def _grads(key):
 
 @pytest.mark.parametrize("grad_clip", ["elementwise", "global_norm"])
 def test_grad_clip_matches_optax_under_jit_and_vmap(grad_clip):
-    config = CONFIG._replace(grad_clip=grad_clip, max_grad_norm=0.5, anneal_lr=False)
+    config = CONFIG.replace(grad_clip=grad_clip, max_grad_norm=0.5, anneal_lr=False)
     clip = optax.clip if grad_clip == "elementwise" else optax.clip_by_global_norm
     reference = optax.chain(clip(0.5), optax.adam(1e-3, eps=1e-5))
     params = {"w": jnp.zeros((5, 4)), "b": jnp.zeros(4)}
@@ -91,5 +93,5 @@ def test_grad_clip_matches_optax_under_jit_and_vmap(grad_clip):
                                           ("bootstrap_truncations", 1)])
 def test_bad_switch_values_fail_in_one_line(field, value):
     with pytest.raises(ValueError, match=f"^{field}: must be") as info:
-        make_ppo_train(CartPole(), NET, CONFIG._replace(**{field: value}))
+        make_ppo_train(CartPole(), NET, CONFIG.replace(**{field: value}))
     assert "\n" not in str(info.value)

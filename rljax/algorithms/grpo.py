@@ -54,6 +54,7 @@ from flax import struct
 from rljax import losses
 from rljax.advantages import MULTI_REWARD_MODES, make_group_advantage, multi_reward_advantages
 from rljax.algorithms.base import LossAux, RLTransform, update_from_loss
+from rljax.contracts import check_logits, check_output_shape
 from rljax.policies.sampling import categorical_log_prob
 from rljax.types import Array, Params
 
@@ -121,7 +122,8 @@ def grpo(
       advantage: ``"group_relative"`` (GRPO), ``"group_mean"`` (Dr. GRPO),
         ``"leave_one_out"`` (RLOO), ``"reinforce_pp"`` / ``"reinforce_pp_baseline"``
         (REINFORCE++, batch-whitened; :func:`rljax.advantages.reinforce_pp_advantages`),
-        or a function ``rewards [P, G] -> A [P, G]``.
+        or a function ``rewards [P, G] -> A [P, G]`` (its output's shape is checked at
+        trace time: a one-line ``ContractError`` naming ``advantage=`` and both shapes).
       advantage_kwargs: e.g. ``{"ddof": 1}`` or ``{"epsilon": 1e-4}``.
       scale_rewards: ``"group"``, ``"batch"`` or ``"none"``: divide the group-centred
         rewards by the group std (GRPO), by the std of all ``P G`` rewards of the batch
@@ -196,7 +198,11 @@ def grpo(
         if scale_rewards is not None:
             raise ValueError("scale_rewards: applies to the named group advantages, not a "
                              "custom advantage function; leave it None")
-        advantage_fn = advantage
+        def advantage_fn(rewards):  # the user's function, its output checked at trace time
+            out = advantage(rewards)
+            check_output_shape("advantage=", advantage, out, rewards.shape,
+                               f"rewards {list(rewards.shape)}")
+            return out
     else:
         advantage_fn = make_group_advantage(advantage, scale_rewards=scale_rewards,
                                             **(advantage_kwargs or {}))
@@ -209,16 +215,22 @@ def grpo(
     def log_probs_and_entropy(params, obs, actions):
         """``(log pi(a_t) [N, T], H_t [N, T] or None)``: one forward pass when the policy's
         logits are at hand."""
+        given = f"actions {list(actions.shape)}"
         if log_prob_fn is None:
             logits = policy_apply(params, obs)
+            check_logits("policy_apply=", policy_apply, logits, actions.shape)
             return (categorical_log_prob(logits, actions),
                     jax.lax.stop_gradient(losses.categorical_entropy(logits)))
         log_probs = log_prob_fn(params, obs, actions)
+        check_output_shape("log_prob_fn=", log_prob_fn, log_probs, actions.shape, given)
         if entropy_fn is not None:
-            return log_probs, jax.lax.stop_gradient(entropy_fn(params, obs, actions))
+            entropy = entropy_fn(params, obs, actions)
+            check_output_shape("entropy_fn=", entropy_fn, entropy, actions.shape, given)
+            return log_probs, jax.lax.stop_gradient(entropy)
         if entropy_top_q is not None:  # log_prob_fn for the loss, policy_apply for H
-            return log_probs, jax.lax.stop_gradient(
-                losses.categorical_entropy(policy_apply(params, obs)))
+            logits = policy_apply(params, obs)
+            check_logits("policy_apply=", policy_apply, logits, actions.shape)
+            return log_probs, jax.lax.stop_gradient(losses.categorical_entropy(logits))
         return log_probs, None
 
     use_kl = not (isinstance(kl_beta, int | float) and kl_beta == 0)

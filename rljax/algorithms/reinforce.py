@@ -25,6 +25,7 @@ from flax import struct
 
 from rljax.advantages import Baseline, discounted_returns, ema_baseline
 from rljax.algorithms.base import LossAux, RLTransform, update_from_loss
+from rljax.contracts import check_logits, check_output_shape
 from rljax.policies.sampling import categorical_log_prob
 from rljax.types import Array, Params
 
@@ -95,8 +96,12 @@ def reinforce(
         mask = batch.mask.astype(jnp.float32)
         returns = discounted_returns(batch.rewards, discount, mask)
         b, baseline_state = baseline.update(state.baseline, batch.episode_reward)
+        check_output_shape("baseline=", baseline.update, b, batch.episode_reward.shape,
+                           f"episode rewards {list(batch.episode_reward.shape)}")
         advantages = jax.lax.stop_gradient(returns - b[:, None]) * mask
-        log_probs = categorical_log_prob(policy_apply(params, batch.obs), batch.actions)
+        logits = policy_apply(params, batch.obs)
+        check_logits("policy_apply=", policy_apply, logits, batch.actions.shape)
+        log_probs = categorical_log_prob(logits, batch.actions)
         value = -jnp.sum(advantages * log_probs) / batch.actions.shape[0]
         metrics = {
             "loss": value,

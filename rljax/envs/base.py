@@ -11,7 +11,18 @@ An :class:`Environment` is a stateless object; everything that changes lives in 
 bootstrapped by value-based learners, a ``terminated`` one is not. When either is true the
 returned ``obs``/``state`` are already those of a fresh episode (auto-reset, selected per
 leaf with ``jnp.where`` so no Python branch depends on traced values); ``reward``,
-``terminated``, ``truncated`` and ``info`` describe the step that just ended.
+``terminated``, ``truncated`` and ``info`` describe the step that just ended, and
+``info["final_obs"]`` is the observation the step reached *before* auto-reset (what a
+truncated episode is bootstrapped from): :meth:`Environment.step` adds it for every
+environment whose ``step_env`` does not, so an environment written from the template
+(``info == {}``) gets correct truncation bootstrapping without knowing the key exists.
+
+What a subclass's ``reset_env`` / ``step_env`` return is checked once, at trace time
+(:func:`rljax.contracts.check_env_step`): the step's observation has the reset's
+structure, shape and dtype; ``reward`` is a float scalar and ``terminated`` /
+``truncated`` bool scalars. A mismatch is a one-line error naming the method, e.g.
+``GridWorld.step_env returns observations of shape [5, 5] but GridWorld.reset_env returns
+[25]``.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from rljax.contracts import ContractError, check_env_step, env_function_names
 from rljax.envs.spaces import Box, Discrete, Space, check_action
 from rljax.types import Array, PRNGKey
 
@@ -123,9 +135,17 @@ class Environment:
         Returns:
           ``(obs, state, reward, terminated, truncated, info)``: ``obs`` with the
           environment's observation shape, ``reward`` float32 ``[]``, ``terminated`` and
-          ``truncated`` bool ``[]``, ``info`` a dict of (scalar unless documented) arrays.
+          ``truncated`` bool ``[]``, ``info`` a dict of (scalar unless documented) arrays
+          holding ``final_obs`` (the observation shape: the observation the step reached,
+          before auto-reset; ``step_env``'s own when it gives one).
           On episode end ``obs``/``state`` are of the next episode's first step (reset
           with a key split from ``key``); the other values describe the step that ended.
+
+        Raises:
+          ContractError: (a ``ValueError``, at trace time) one line naming ``step_env`` /
+            ``reset_env`` when their observations differ in structure, shape or dtype,
+            when ``reward`` is not a float scalar or ``terminated`` / ``truncated`` not
+            bool scalars, or when ``info`` is not a dict.
         """
         params = self.default_params if params is None else params
         check_action(self.action_space(params), action, self.name)
@@ -134,9 +154,16 @@ class Environment:
             key_step, state, action, params
         )
         obs_re, state_re = self.reset_env(key_reset, params)
+        reset_name, step_name = env_function_names(self)
+        check_env_step(reset_name, step_name, obs_re, obs_st, reward, terminated, truncated)
+        if not isinstance(info, dict):
+            raise ContractError(f"{step_name} returns info as {type(info).__name__}; it must "
+                                "be a dict of arrays ({} when there is nothing to report)")
         done = jnp.logical_or(terminated, truncated)
         state = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), state_re, state_st)
         obs = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), obs_re, obs_st)
+        if "final_obs" not in info:  # what a truncated episode is bootstrapped from
+            info = {**info, "final_obs": obs_st}
         return obs, state, reward, terminated, truncated, info
 
     def transition(

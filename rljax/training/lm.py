@@ -115,6 +115,7 @@ from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
 from rljax.config import require_float, require_int
+from rljax.contracts import ContractError
 from rljax.curriculum import (
     DifficultyClassifier,
     Sampler,
@@ -972,8 +973,29 @@ def make_lm_trainer(config: LMTrainConfig) -> LMTrainer:
         classifier = DifficultyClassifier(len(config.levels))
         build = uniform_sampler if config.curriculum == "uniform" else prompt_gdro_sampler
         sampler = build(classifier, config.prompts_per_step, config.group_size)
+    check_policy_vocabulary(policy, initial, TASK_TOKENIZER.vocab_size)
     return LMTrainer(config=config, policy=policy, value=value, task=config.task(),
                      sampler=sampler, initial=initial)
+
+
+def check_policy_vocabulary(policy: CausalLM, initial: InitialParams | None,
+                            vocab_size: int) -> None:
+    """The LM trainer's action-space check: the policy's logits are over the task
+    tokenizer's ``V`` tokens (``[B, T, V]``). Read from the model's declared
+    ``config.vocab_size`` and, with checkpoint params, the ``[V, W]`` token embedding, so
+    it costs nothing (no trace; ``validate`` builds trainers often). One-line
+    ``ContractError`` naming the model and both sizes."""
+    sizes = {"config.vocab_size": getattr(getattr(policy, "config", None), "vocab_size", None)}
+    if initial is not None:
+        leaves = jax.tree_util.tree_flatten_with_path(initial.params)[0]
+        tables = [leaf for path, leaf in leaves if jnp.ndim(leaf) == 2 and any(
+            name in jax.tree_util.keystr(path) for name in ("embed_tokens", "token_embed"))]
+        if tables:
+            sizes["the checkpoint's token embedding"] = int(jnp.shape(tables[0])[0])
+    for what, size in sizes.items():
+        if size != vocab_size:
+            raise ContractError(f"policy {type(policy).__name__}: logits over {size} tokens "
+                                f"({what}) but the task's tokenizer has {vocab_size}")
 
 
 def tree_bytes(tree: Any) -> int:

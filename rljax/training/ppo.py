@@ -45,6 +45,7 @@ import jax.numpy as jnp
 from rljax.advantages import generalized_advantage_estimation
 from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
+from rljax.contracts import check_actor_critic, check_env, function_name, warn_no_final_obs
 from rljax.envs.base import Environment
 from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space
 from rljax.envs.wrappers import ENV_AXIS
@@ -349,8 +350,9 @@ def _ppo_program(
     reset = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)
     has_final_obs, has_raw_reward = _step_info_keys(env, env_params, action_space, num_envs)
-    bootstrap_truncations = has_final_obs and config.bootstrap_truncations
-    _check_policy_shapes(env, env_params, init_params, apply, num_envs, env_name)
+    bootstrap_truncations = bootstrap_possible(config, has_final_obs, env_name)
+    _check_policy_shapes(env, env_params, init_params, apply, num_envs, env_name, distribution,
+                         action_space)
 
     def rollout(params, obs, env_state, episode_return, key):
         noise_key, env_key = jax.random.split(key)
@@ -480,27 +482,33 @@ def _example_action(space: Any) -> Array:
 def _step_info_keys(env: Environment, env_params: Any, space: Any,
                     num_envs: int) -> tuple[bool, bool]:
     """Whether ``env.step``'s info carries ``final_obs`` and ``raw_reward`` (checked
-    abstractly, no compute, under the same named vmap the trainer uses)."""
-    keys = jax.random.split(jax.random.key(0), num_envs)
-    example = _example_action(space)
-    actions = jnp.broadcast_to(example, (num_envs, *example.shape))
-
-    def one_step(keys, actions):
-        _, state = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)(keys, env_params)
-        return jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)(
-            keys, state, actions, env_params)
-
-    out = jax.eval_shape(one_step, keys, actions)
-    info = out[5]
-    if not isinstance(info, dict):
+    abstractly, no compute, under the same named vmap the trainer uses), after checking
+    the env's reset / step outputs (:func:`rljax.contracts.check_env`: one-line
+    ``ContractError`` naming the env's function on a mismatch)."""
+    _, info = check_env(env, env_params, _example_action(space), num_envs=num_envs,
+                        axis_name=ENV_AXIS)
+    if info is None:
         return False, False
     return "final_obs" in info, "raw_reward" in info
 
 
+def bootstrap_possible(config: PPOTrainConfig, has_final_obs: bool, env_name: str) -> bool:
+    """Whether truncations are bootstrapped: ``config.bootstrap_truncations`` and the env
+    gives ``info["final_obs"]``; a config that asks for it from an env that cannot warns
+    (:class:`rljax.contracts.TruncationBootstrapWarning`) instead of dropping it silently."""
+    if config.bootstrap_truncations and not has_final_obs:
+        warn_no_final_obs(env_name)
+    return config.bootstrap_truncations and has_final_obs
+
+
 def _check_policy_shapes(env: Environment, env_params: Any, init_params: Callable,
-                         apply: Callable, num_envs: int, env_name: str) -> None:
-    """Raise a one-line ``ValueError`` naming the env if the actor-critic does not map a
-    ``[N, *obs]`` batch to values ``[N]`` (e.g. an MLP on ``[10, 5]`` observations)."""
+                         apply: Callable, num_envs: int, env_name: str,
+                         distribution: ActionDistribution, action_space: Any) -> None:
+    """Check the actor-critic on a ``[N, *obs]`` batch of the env's observations, at trace
+    time (:func:`rljax.contracts.check_actor_critic`): ``apply`` returns ``(dist_params,
+    value [N])`` with a head that matches the env's action space (logits ``[N, n]`` for
+    ``Discrete(n)``, a Gaussian ``[N, D]`` for a ``Box`` of shape ``(D,)``). One-line
+    ``ValueError`` naming the env (an MLP on ``[10, 5]`` observations) or ``apply``."""
     keys = jax.random.split(jax.random.key(0), num_envs)
 
     def shapes(keys):
@@ -508,12 +516,17 @@ def _check_policy_shapes(env: Environment, env_params: Any, init_params: Callabl
         params = init_params(keys[0], obs[0])
         return obs, apply(params, obs)
 
-    obs, (_, values) = jax.eval_shape(shapes, keys)
-    if getattr(values, "shape", None) != (num_envs,):
+    obs, out = jax.eval_shape(shapes, keys)
+    values = out[1] if isinstance(out, tuple | list) and len(out) == 2 else None
+    obs_shape = list(getattr(obs, "shape", (num_envs,))[1:])
+    if values is not None and len(obs_shape) > 1 and \
+            getattr(values, "shape", None) != (num_envs,):
         raise ValueError(
-            f"{env_name}: the actor-critic maps observations {list(obs.shape[1:])} to values "
+            f"{env_name}: the actor-critic maps observations {obs_shape} to values "
             f"of shape {list(getattr(values, 'shape', ()))[1:]} per env, expected []; an MLP "
             "needs observations [D]: wrap the env in FlattenObservation")
+    check_actor_critic(function_name(apply), out, distribution.name, action_space, env_name,
+                       (num_envs,))
 
 
 def _has_final_obs(env: Environment, env_params: Any) -> bool:

@@ -40,11 +40,12 @@ import jax.numpy as jnp
 from rljax.advantages import generalized_advantage_estimation
 from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
+from rljax.contracts import check_actor_critic, function_name
 from rljax.envs.base import Environment
 from rljax.envs.spaces import Box
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.policies.distributions import check_supports
-from rljax.training.ppo import ENV_AXIS, _step_info_keys, env_action_space
+from rljax.training.ppo import ENV_AXIS, _step_info_keys, bootstrap_possible, env_action_space
 from rljax.training.ppo_config import (
     PPOTrainConfig,
     check_train_config,
@@ -193,12 +194,13 @@ def _recurrent_program(env: Environment, net: Any, config: PPOTrainConfig,
     reset_envs = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)
     has_final_obs, has_raw_reward = _step_info_keys(env, env_params, action_space, num_envs)
-    bootstrap_truncations = has_final_obs and config.bootstrap_truncations
+    bootstrap_truncations = bootstrap_possible(config, has_final_obs, env_name)
     obs_shape = jax.eval_shape(reset_envs, jax.random.split(jax.random.key(0), num_envs),
                                env_params)[0].shape
     if len(obs_shape) != 2:
         raise ValueError(f"{env_name}: a recurrent actor-critic needs observations [D], got "
                          f"{list(obs_shape[1:])}; wrap the env in FlattenObservation")
+    _check_recurrent_head(net, reset_envs, env_params, num_envs, env_name, action_space)
 
     def env_action(action):
         action = distribution.env_action(action)
@@ -295,3 +297,24 @@ def _recurrent_program(env: Environment, net: Any, config: PPOTrainConfig,
         return carry, logs, finite
 
     return start, run_updates, collect
+
+
+def _check_recurrent_head(net: Any, reset_envs: Callable, env_params: Any, num_envs: int,
+                          env_name: str, action_space: Any) -> None:
+    """Check ``net.apply(params, h [N, H], obs [N, D], reset [N]) -> (h', (dist_params,
+    value [N]))`` against the env's action space, abstractly
+    (:func:`rljax.contracts.check_actor_critic`; one-line ``ContractError``)."""
+
+    def outputs(keys):
+        obs, _ = reset_envs(keys, env_params)
+        params = net.init(keys[0], obs[0])
+        return net.apply(params, net.initial_state((num_envs,)), obs,
+                         jnp.ones((num_envs,), bool))
+
+    out = jax.eval_shape(outputs, jax.random.split(jax.random.key(0), num_envs))
+    name = function_name(net.apply)
+    if not (isinstance(out, tuple | list) and len(out) == 2):
+        raise ValueError(f"{name} (recurrent actor-critic): must return (h, (dist_params, "
+                         f"value)), got {type(out).__name__}")
+    check_actor_critic(name, out[1], net.distribution.name, action_space, env_name,
+                       (num_envs,))
