@@ -8,8 +8,9 @@ learning rate 2.5e-4 annealed linearly to 0, entropy 0.01, value 0.5, global gra
 clip 0.5, Adam (eps 1e-5); separate tanh MLP 64x64 actor and critic with orthogonal init;
 5e5 environment steps per seed.
 
-The run is cut into chunks of ``chunk_updates`` updates (``rljax.training.make_ppo_chunks``
-under ``rljax.sweep.ChunkedSweep``: progress, checkpoints and resume between chunks).
+The run is cut into chunks of ``chunk_updates`` updates (0, the default: derived from the
+run's length, about 16 chunks; ``rljax.training.make_ppo_chunks`` under
+``rljax.sweep.ChunkedSweep``: progress, checkpoints and resume between chunks).
 Logged per seed and row of ``log_every`` updates (no per-step info leaves the program):
 the sum and count of returns of episodes that finished during the row's updates, and the
 mean of the updates' mean losses; so the logs hold ``num_updates / log_every`` rows per
@@ -67,6 +68,8 @@ from rljax.policies import mlp_actor_critic
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
+from rljax.training import final_returns
+from rljax.training.chunking import MAX_TOTAL_STEPS, auto_chunk_updates, chunk_size_error
 from rljax.training.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer, train_config_from
 
 NAME = "ppo-cartpole"
@@ -111,7 +114,7 @@ class Config:
     value_coef: float = 0.5
     max_grad_norm: float = 0.5
     hidden_size: int = 64
-    chunk_updates: int = 61  # updates per chunk: 976 = 16 x 61 updates by default
+    chunk_updates: int = 0  # updates per chunk; 0: automatic, about 16 chunks (61 of 976)
     log_every: int = 1  # updates per logged row
     curve_points: int = 50
     final_updates: int = 20
@@ -131,6 +134,15 @@ class Config:
         return self.total_steps // (self.num_envs * self.num_steps)
 
     @property
+    def chunk_size(self) -> int:
+        """Updates per chunk: ``chunk_updates``, or (0) the largest divisor of
+        ``num_updates`` that is a multiple of ``log_every`` and ``<= num_updates / 16``
+        (:func:`rljax.training.chunking.auto_chunk_updates`)."""
+        if self.chunk_updates:
+            return self.chunk_updates
+        return auto_chunk_updates(self.num_updates, self.log_every)
+
+    @property
     def num_rows(self) -> int:
         """Logged rows per seed, ``num_updates // log_every``."""
         return self.num_updates // self.log_every
@@ -142,7 +154,7 @@ class Config:
         require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
         for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "hidden_size"):
             require_int(name, getattr(self, name), 1)
-        require_int("total_steps", self.total_steps, 1)
+        require_int("total_steps", self.total_steps, 1, MAX_TOTAL_STEPS)
         if self.total_steps < self.num_envs * self.num_steps:
             raise ConfigError(f"total_steps: must be >= num_envs * num_steps = "
                               f"{self.num_envs * self.num_steps}, got {self.total_steps}")
@@ -157,20 +169,18 @@ class Config:
         require_float("entropy_coef", self.entropy_coef, low=0.0)
         require_float("value_coef", self.value_coef, low=0.0)
         require_float("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
-        require_int("chunk_updates", self.chunk_updates, 1)
-        if self.num_updates % self.chunk_updates:
-            raise ConfigError(f"chunk_updates: must divide the number of updates "
-                              f"total_steps // (num_envs * num_steps) = {self.num_updates}, "
-                              f"got {self.chunk_updates}")
+        require_int("chunk_updates", self.chunk_updates, 0)
         require_int("log_every", self.log_every, 1)
-        if self.chunk_updates % self.log_every:
-            raise ConfigError(f"log_every: must divide chunk_updates = {self.chunk_updates}, "
+        if self.num_updates % self.chunk_size:
+            raise ConfigError(chunk_size_error(self.chunk_size, self.num_updates))
+        if self.chunk_size % self.log_every:
+            raise ConfigError(f"log_every: must divide chunk_updates = {self.chunk_size}, "
                               f"got {self.log_every}")
         require_int("curve_points", self.curve_points, 1)
         if self.curve_points > self.num_rows:
             raise ConfigError(f"curve_points: must be <= the number of logged rows "
-                              f"num_updates // log_every = {self.num_rows}, "
-                              f"got {self.curve_points}")
+                              f"total_steps // (num_envs * num_steps) // log_every = "
+                              f"{self.num_rows}, got {self.curve_points}")
         require_int("final_updates", self.final_updates, 1)
         if self.final_updates > self.num_updates:
             raise ConfigError(f"final_updates: must be <= the number of updates "
@@ -268,16 +278,6 @@ def binned_returns(return_sum: np.ndarray, episodes: np.ndarray, bins: int) -> n
     return pd.DataFrame(means.T).ffill().to_numpy().T
 
 
-def final_returns(return_sum: np.ndarray, episodes: np.ndarray, last: int) -> np.ndarray:
-    """Per-seed mean return of the episodes finished in the last ``last`` logged rows
-    (``return_sum``, ``episodes``: ``[S, R]``) -> ``[S]`` (NaN for a seed that finished
-    none)."""
-    sums = return_sum[:, -last:].astype(np.float64).sum(axis=1)
-    counts = episodes[:, -last:].astype(np.float64).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / counts, np.nan)
-
-
 def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], dict]:
     """Run ``seeds`` seeds of every configuration: one :class:`ChunkedSweep` per distinct
     setting of the untraced fields, its configurations' ``TRACED`` values vmapped with the
@@ -299,7 +299,7 @@ def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], di
         configs, Config.TRACED, desc,
         lambda first, train_config: make_ppo_chunks(
             CartPole(), mlp_actor_critic(2, (first.hidden_size, first.hidden_size)),
-            train_config, updates_per_chunk=first.chunk_updates, log_every=first.log_every))
+            train_config, updates_per_chunk=first.chunk_size, log_every=first.log_every))
 
 
 def run_chunked_groups(configs: list[Any], traced: tuple[str, ...], desc: str,
@@ -321,7 +321,8 @@ def run_chunked_groups(configs: list[Any], traced: tuple[str, ...], desc: str,
                              num_chunks=chunks.num_chunks, base_seed=first.base_seed,
                              block_size=first.block_size)
         name = desc + "".join(f"-{k}={v}" for k, v in group.structural.items())
-        result = sweep.run(first.seeds, configs=group.table, desc=name)
+        result = sweep.run(first.seeds, configs=group.table, desc=name,
+                           first_seed=getattr(first, "first_seed", 0))
         for j, c in enumerate(group.config_ids):
             # [K, S, chunks, rows per chunk] -> [S, R] rows of log_every updates, in order
             runs[int(c)] = {
@@ -379,8 +380,7 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
     band = stats.sample_efficiency_curves(
         {"ppo": curve[valid][:, None, :]}, "iqm", key=curve_key, reps=config.bootstrap_reps,
         confidence=config.confidence)["ppo"]
-    final = final_returns(logs["return_sum"], logs["episodes"],
-                          config.final_updates // config.log_every)
+    final = final_returns(logs, last=config.final_updates // config.log_every)
     final_ok = final[~np.isnan(final)]
     final_ci = reported_interval("iqm", final_ok, key=final_key, reps=config.bootstrap_reps,
                                  confidence=config.confidence) if final_ok.size else None
@@ -394,8 +394,8 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
         "block_size": config.block_size,
         "num_devices": timing["num_devices"],
         "updates": num_updates,
-        "chunks": num_updates // config.chunk_updates,
-        "chunk_updates": config.chunk_updates,
+        "chunks": num_updates // config.chunk_size,
+        "chunk_updates": config.chunk_size,
         "log_every": config.log_every,
         "logged_rows": config.num_rows,
         "env_steps_per_seed": steps_per_seed,
@@ -435,9 +435,10 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
 
 
 def results_table(logs: dict[str, np.ndarray], steps_per_update: int,
-                  log_every: int = 1) -> pd.DataFrame:
+                  log_every: int = 1, *, first_seed: int = 0) -> pd.DataFrame:
     """Tidy table, one row per seed x logged row (``logs`` leaves ``[S, R]``, a row is
-    ``log_every`` updates): ``seed, update`` (updates done at the row's end),
+    ``log_every`` updates): ``seed`` (the seed id, ``first_seed + s``), ``update``
+    (updates done at the row's end),
     ``env_steps``, ``episodes``, ``episode_return`` (mean of the episodes finished in the
     row; NaN if none), ``return_sum`` and the row's mean losses."""
     num_seeds, num_rows = logs["return_sum"].shape
@@ -446,7 +447,8 @@ def results_table(logs: dict[str, np.ndarray], steps_per_update: int,
         mean_return = np.where(episodes > 0, logs["return_sum"] / episodes, np.nan)
     updates = np.arange(1, num_rows + 1, dtype=np.int64) * log_every
     table = {
-        "seed": np.repeat(np.arange(num_seeds, dtype=np.int32), num_rows),
+        "seed": np.repeat(np.arange(first_seed, first_seed + num_seeds, dtype=np.int32),
+                          num_rows),
         "update": np.tile(updates.astype(np.int32), num_seeds),
         "env_steps": np.tile(updates * steps_per_update, num_seeds),
         "episodes": episodes.reshape(-1),
@@ -536,7 +538,7 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "## Procedure",
         "",
         f"Each seed's training runs in {summary['chunks']} chunks of "
-        f"{config.chunk_updates} updates, each chunk one jitted program (`lax.scan` over "
+        f"{config.chunk_size} updates, each chunk one jitted program (`lax.scan` over "
         f"updates); seeds are vmapped in blocks of {config.block_size} by "
         "`rljax.sweep.ChunkedSweep` (progress and checkpoints between chunks). Per row of "
         f"{config.log_every} update(s) only the sum and count of returns of the episodes "

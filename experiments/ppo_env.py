@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -50,7 +49,6 @@ import pandas as pd
 
 from experiments.ppo_cartpole import (
     binned_returns,
-    final_returns,
     results_table,
     run_chunked_groups,
 )
@@ -62,6 +60,9 @@ from rljax.policies import actor_critic_for
 from rljax.policies.mlp import ACTIVATIONS, GAUSSIAN_SCALES
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
+from rljax.sweep import MAX_SEEDS
+from rljax.training import final_returns
+from rljax.training.chunking import MAX_TOTAL_STEPS, auto_chunk_updates, chunk_size_error
 from rljax.training.ppo import ENV_AXIS, PPOTrainConfig, make_ppo_chunks, train_config_from
 
 NAME = "ppo"
@@ -69,7 +70,6 @@ SUPPORTS_TENSORBOARD = True
 DESCRIPTION = ("PPO on any gymnax env (--env NAME) at its published hyperparameters: "
                "IQM final return, curve, env steps/s")
 BRAX_PREFIX = "brax:"
-MAX_TOTAL_STEPS = 10**12  # per seed; keeps the auto chunk search (O(sqrt(U))) instant
 
 __all__ = ["Config", "run", "make_env", "make_network", "env_kind", "run_configs", "NAME"]
 
@@ -131,6 +131,7 @@ class Config:
     seeds: int = 16
     block_size: int = 16
     base_seed: int = 0
+    first_seed: int = 0  # seed ids first_seed .. first_seed + seeds - 1 (fresh eval seeds)
     # --- the preset's value unless given (these defaults are CartPole-v1's, CleanRL) ---
     total_steps: int = 500_000
     num_envs: int = 4
@@ -194,11 +195,7 @@ class Config:
         ``num_updates`` that is a multiple of ``log_every`` and ``<= num_updates / 16``."""
         if self.chunk_updates:
             return self.chunk_updates
-        u, target = self.num_updates, max(1, self.num_updates // 16)
-        small = [d for d in range(1, math.isqrt(u) + 1) if u % d == 0]  # O(sqrt(U))
-        divisors = [d for d in {*small, *(u // d for d in small)}
-                    if d <= target and d % self.log_every == 0]
-        return max(divisors) if divisors else u
+        return auto_chunk_updates(self.num_updates, self.log_every)
 
     @property
     def num_rows(self) -> int:
@@ -224,9 +221,10 @@ class Config:
         lists close matches; spaces the policy cannot take say what it can)."""
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"env: must be an environment name, got {self.env!r}")
-        require_int("seeds", self.seeds, 1)
+        require_int("seeds", self.seeds, 2, MAX_SEEDS)  # intervals need 2 seeds
         require_int("block_size", self.block_size, 1)
         require_int("base_seed", self.base_seed, 0, 2**31 - 1)
+        require_int("first_seed", self.first_seed, 0, MAX_SEEDS - self.seeds)
         for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches"):
             require_int(name, getattr(self, name), 1)
         require_int("hidden_size", self.hidden_size, 1, 2**16)
@@ -261,9 +259,7 @@ class Config:
         require_int("log_every", self.log_every, 1)
         require_int("chunk_updates", self.chunk_updates, 0)
         if self.num_updates % self.chunk_size:
-            raise ConfigError(f"chunk_updates: must divide the number of updates "
-                              f"total_steps // (num_envs * num_steps) = {self.num_updates}, "
-                              f"got {self.chunk_updates}")
+            raise ConfigError(chunk_size_error(self.chunk_size, self.num_updates))
         if self.chunk_size % self.log_every:
             raise ConfigError(f"log_every: must divide chunk_updates = {self.chunk_size}, "
                               f"got {self.log_every}")
@@ -385,8 +381,7 @@ def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], di
 
 
 def _final_interval(config: Config, logs: dict[str, np.ndarray], key: jax.Array):
-    final = final_returns(logs["return_sum"], logs["episodes"],
-                          config.final_size // config.log_every)
+    final = final_returns(logs, last=config.final_size // config.log_every)
     final_ok = final[~np.isnan(final)]
     ci = (reported_interval("iqm", final_ok, key=key, reps=config.bootstrap_reps,
                             confidence=config.confidence) if final_ok.size else None)
@@ -500,6 +495,7 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
         "experiment": NAME,
         **record,
         "seeds": config.seeds,
+        "first_seed": config.first_seed,
         "block_size": config.block_size,
         "num_devices": timing["num_devices"],
         "updates": num_updates,
@@ -530,12 +526,13 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
         "curve_ci_high": curve_high,
         "curve_seeds": int(valid.sum()),
         "nonfinite_seeds": int(np.sum(first_nonfinite >= 0)),
-        "first_nonfinite_update": {str(s): int(u) for s, u in enumerate(first_nonfinite)
-                                   if u >= 0},
+        "first_nonfinite_update": {str(config.first_seed + s): int(u)
+                                   for s, u in enumerate(first_nonfinite) if u >= 0},
         **_eval_record(config, only["final"], eval_key, published),
     }
     io.write_parquet(out_dir / "results.parquet",
-                     results_table(logs, train_config.batch_size, config.log_every))
+                     results_table(logs, train_config.batch_size, config.log_every,
+                                   first_seed=config.first_seed))
     io.write_json(out_dir / "summary.json", summary)
     _write_plots(summary, final_ok, config, out_dir)
     io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
@@ -556,7 +553,7 @@ def _grid_run(base: Config, configs: list[Config], grid: Grid, runs: list[dict],
                         else [None, None],
                         "nonfinite_seeds": int(np.sum(result["first_nonfinite"] >= 0))})
         table = results_table(result["logs"], config.train_config().batch_size,
-                              config.log_every)
+                              config.log_every, first_seed=config.first_seed)
         for i, f in enumerate(grid.fields):
             table.insert(1 + i, f, columns[f][c])
         table.insert(0, "config", np.int32(c))

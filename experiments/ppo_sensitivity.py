@@ -64,13 +64,12 @@ LABELS = {"learning_rate": "learning rate", "clip_epsilon": "clip ε",
 def grid_scores(configs: list[Any], runs: list[dict]) -> np.ndarray:
     """``[K, S]`` float64 final returns (NaN where a seed finished no episode in the final
     window or its run went non-finite)."""
-    from experiments.ppo_cartpole import final_returns
+    from rljax.training import final_returns
 
     rows = []
     for config, run in zip(configs, runs, strict=True):
         logs = run["logs"]
-        score = final_returns(logs["return_sum"], logs["episodes"],
-                              config.final_updates // config.log_every)
+        score = final_returns(logs, last=config.final_updates // config.log_every)
         rows.append(np.where(run["first_nonfinite"] >= 0, np.nan, score))
     return np.stack(rows)
 

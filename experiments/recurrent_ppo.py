@@ -45,7 +45,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from experiments.ppo_cartpole import binned_returns, final_returns
+from experiments.ppo_cartpole import binned_returns
 from rljax import io, stats
 from rljax.config import ConfigError, require_float, require_int
 from rljax.envs.masked import masked_cartpole
@@ -55,6 +55,7 @@ from rljax.policies.recurrent import gru_actor_critic
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import Sweep
+from rljax.training import final_returns
 from rljax.training.ppo import PPOTrainConfig, make_ppo_train, train_config_from
 from rljax.training.recurrent_ppo import make_recurrent_ppo_train
 
@@ -201,8 +202,7 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     num_updates = train_config.num_updates
     steps_per_update = train_config.batch_size
 
-    final = {arm: final_returns(runs[arm]["logs"]["return_sum"], runs[arm]["logs"]["episodes"],
-                                config.final_updates) for arm in ARMS}
+    final = {arm: final_returns(runs[arm]["logs"], last=config.final_updates) for arm in ARMS}
     nonfinite = {arm: runs[arm]["first_nonfinite"] >= 0 for arm in ARMS}
     # a pair counts when both arms stayed finite and finished an episode in the window
     keep = np.ones(config.seeds, bool)

@@ -63,7 +63,7 @@ def test_rejax_side_outputs_a_sum_of_its_final_parameters():
     key = jax.random.key_data(jax.random.key(0))
     sums = []
     for learning_rate in (5e-4, 1e-12):
-        config = setup.config._replace(learning_rate=learning_rate)
+        config = setup.config.replace(learning_rate=learning_rate)
         train = bench._rejax_train(1, dataclasses.replace(setup, config=config))
         out = jax.jit(train)(key)
         assert len(out) == 3

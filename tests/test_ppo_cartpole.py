@@ -10,6 +10,7 @@ import pytest
 
 from experiments import ppo_cartpole
 from rljax.cli import main
+from rljax.training import final_returns
 
 
 @pytest.mark.timeout(120)
@@ -109,8 +110,9 @@ def test_binned_and_final_returns():
     np.testing.assert_allclose(ppo_cartpole.binned_returns(sums, counts, 2), [[20.0, 265.0]])
     np.testing.assert_allclose(ppo_cartpole.binned_returns(sums[:, 1:], counts[:, 1:], 3),
                                [[np.nan, 30.0, 500.0]])
-    np.testing.assert_allclose(ppo_cartpole.final_returns(sums, counts, 2), [265.0])
-    assert np.isnan(ppo_cartpole.final_returns(sums[:, :2], counts[:, :2], 1)[0])
+    np.testing.assert_allclose(final_returns({"return_sum": sums, "episodes": counts}, last=2),
+                               [265.0])
+    assert np.isnan(final_returns({"return_sum": sums[:, :2], "episodes": counts[:, :2]})[0])
 
 
 def test_results_table_rows_of_several_updates():
@@ -127,8 +129,25 @@ def test_results_table_rows_of_several_updates():
 def test_default_config_is_16_chunks_of_61_updates():
     config = ppo_cartpole.Config()
     config.validate()
-    assert config.num_updates == 976 and config.num_updates // config.chunk_updates == 16
+    assert config.chunk_updates == 0 and config.chunk_size == 61  # derived
+    assert config.num_updates == 976 and config.num_updates // config.chunk_size == 16
     assert config.num_rows == 976
+
+
+def test_chunks_are_derived_when_total_steps_changes_and_a_bad_size_lists_good_ones(capsys):
+    config = ppo_cartpole.Config(total_steps=977 * 512)  # a prime number of updates
+    config.validate()
+    assert config.num_updates == 977 and config.chunk_size == 1
+    config = ppo_cartpole.Config(total_steps=1000 * 512, log_every=4)
+    config.validate()
+    assert config.chunk_size == 40 and config.chunk_size % 4 == 0  # <= 1000 / 16 = 62
+    assert main(["run", "ppo-cartpole", "--set", "total_steps=512000", "--set",
+                 "chunk_updates=61"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: chunk_updates: must divide the number of updates total_steps // "
+                   "(num_envs * num_steps) = 1000 and be a multiple of log_every = 1, got 61; "
+                   "values that work: 1, 2, 4, 5, 8, 10, 20, 25, 40, 50, 100, 125, ... (or 0: "
+                   "automatic, 50)")
 
 
 def test_bad_config_names_the_field(capsys):
@@ -140,8 +159,8 @@ def test_bad_config_names_the_field(capsys):
 
 @pytest.mark.parametrize("overrides, field", [
     (["chunk_updates=100"], "chunk_updates"),  # does not divide 976 updates
-    (["chunk_updates=0"], "chunk_updates"),
-    (["log_every=2"], "log_every"),  # does not divide 61
+    (["chunk_updates=-1"], "chunk_updates"),
+    (["chunk_updates=61", "log_every=2"], "log_every"),  # does not divide 61
     (["log_every=61"], "curve_points"),  # 16 rows < 50 points
     (["log_every=61", "curve_points=16"], "final_updates"),  # 20 is not a multiple of 61
 ])

@@ -165,3 +165,31 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(180)
+def test_first_seed_runs_fresh_seed_ids_bitwise_those_of_a_longer_run(tmp_path, capsys):
+    """``--first-seed 1 --seeds 2`` runs seed ids 1 and 2: seed 1's results are bitwise
+    those of the 2-seed run from 0 (fixed blocks), and the table says seeds 1 and 2."""
+    sets = ("total_steps=512", "num_steps=32", "final_updates=4", "curve_points=4")
+    assert _run(tmp_path / "both", "CartPole-v1", *sets) == 0
+    args = ["run", "ppo", "--env", "CartPole-v1", "--out", str(tmp_path / "one"), "--seeds",
+            "2", "--block-size", "2", "--first-seed", "1", "--set", "bootstrap_reps=50"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 0
+    both = pd.read_parquet(tmp_path / "both" / "results.parquet")
+    one = pd.read_parquet(tmp_path / "one" / "results.parquet")
+    assert one["seed"].unique().tolist() == [1, 2]
+    pd.testing.assert_frame_equal(one[one["seed"] == 1].reset_index(drop=True),
+                                  both[both["seed"] == 1].reset_index(drop=True))
+    assert not one[one["seed"] == 2]["episode_return"].equals(
+        both[both["seed"] == 0]["episode_return"])
+    summary = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert summary["first_seed"] == 1 and summary["seeds"] == 2
+    capsys.readouterr()
+    assert main(["run", "orm-vs-prm", "--first-seed", "3", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: --first-seed: study 'orm-vs-prm' has no first_seed field (its seed "
+                   "ids always start at 0); drop the flag")
+    assert not (tmp_path / "x").exists()

@@ -47,7 +47,7 @@ def test_traced_values_are_bitwise_the_constant_config():
     """Rows [defaults, changed] through hparams == the constant path of each config."""
     keys = _keys(2)
     constant = {name: jax.jit(jax.vmap(make_ppo_train(CartPole(), NET, config)))(keys)
-                for name, config in (("base", BASE), ("changed", BASE._replace(**CHANGED)))}
+                for name, config in (("base", BASE), ("changed", BASE.replace(**CHANGED)))}
     train = make_ppo_train(CartPole(), NET, BASE)
     rows = [{k: getattr(BASE, k) for k in TRACEABLE_HPARAMS}, CHANGED]
     # vmap over configs x seeds: [2 configs, 2 seeds]
@@ -102,7 +102,7 @@ def test_chunks_with_hparams_are_bitwise_train_with_hparams():
 def test_optimizer_state_structure_does_not_depend_on_values():
     params = {"w": jnp.ones((3,))}
     for anneal in (True, False):
-        config = BASE._replace(anneal_lr=anneal)
+        config = BASE.replace(anneal_lr=anneal)
         const = jax.tree_util.tree_structure(ppo_optimizer(config).init(params))
         traced = jax.tree_util.tree_structure(
             ppo_optimizer(config, {"learning_rate": jnp.float32(0.1)}).init(params))
@@ -122,7 +122,7 @@ def test_untraceable_names_are_refused(hparams, match):
 
 
 def test_value_clip_off_is_structural():
-    train = make_ppo_train(CartPole(), NET, BASE._replace(value_clip=None))
+    train = make_ppo_train(CartPole(), NET, BASE.replace(value_clip=None))
     with pytest.raises(ValueError, match="value_clip is traced but config.value_clip is None"):
         train(jax.random.key(0), {"value_clip": jnp.float32(0.2)})
 

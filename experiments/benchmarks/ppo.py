@@ -166,7 +166,7 @@ def _rljax_train(num_updates: int, setup: Setup | None = None, matched: bool = F
     """``train(key) -> logs`` (leaves ``[U]``) of rljax's PPO for ``num_updates`` updates
     (with ``matched``, under rejax's semantics :data:`MATCHED`)."""
     setup = setup_for() if setup is None else setup
-    config = setup.config._replace(total_steps=num_updates * setup.config.batch_size,
+    config = setup.config.replace(total_steps=num_updates * setup.config.batch_size,
                                    **(MATCHED if matched else {}))
     return make_ppo_train(*_rljax_env_network(setup), config)
 

@@ -124,7 +124,7 @@ def make_workload(name: str) -> dict[str, Any]:
     if name == "ppo-cartpole":
         study = PPO_STUDY
         batch = study.num_envs * study.num_steps
-        config = study.train_config()._replace(total_steps=PPO_UPDATES * batch)
+        config = study.train_config().replace(total_steps=PPO_UPDATES * batch)
         network = mlp_actor_critic(2, (study.hidden_size, study.hidden_size))
         return {
             "train": make_ppo_train(CartPole(), network, config),

@@ -2,12 +2,19 @@
 environments (:mod:`rljax.training.ppo`, discrete and continuous actions; its config,
 checks and optimizer in :mod:`rljax.training.ppo_config`) and the
 language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO); test-rollout
-evaluation of a trained actor-critic (:mod:`rljax.training.evaluation`)."""
+evaluation of a trained actor-critic (:mod:`rljax.training.evaluation`); per-seed final
+returns from a PPO run's logs (:func:`final_returns`)."""
 
+from rljax.training.episode_returns import final_returns
 from rljax.training.evaluation import Evaluation, evaluate_policy
 from rljax.training.lm import LMTrainConfig, make_lm_trainer
 from rljax.training.ppo import ENV_AXIS, PPOChunks, PPOChunkState, make_ppo_chunks, make_ppo_train
-from rljax.training.ppo_config import PPOTrainConfig, ppo_optimizer, train_config_from
+from rljax.training.ppo_config import (
+    PPOTrainConfig,
+    config_fields,
+    ppo_optimizer,
+    train_config_from,
+)
 from rljax.training.recurrent_ppo import (
     SequenceObs,
     make_recurrent_ppo_train,
@@ -30,4 +37,6 @@ __all__ = [
     "make_lm_trainer",
     "Evaluation",
     "evaluate_policy",
+    "final_returns",
+    "config_fields",
 ]

@@ -9,9 +9,11 @@ PPOTrainConfig`` keeps working.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import jax.numpy as jnp
 import optax
@@ -23,8 +25,22 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-class PPOTrainConfig(NamedTuple):
+def _field(default: Any, help: str, *, traced: bool = False) -> Any:
+    """A :class:`PPOTrainConfig` field: its default, its one-line ``help`` and whether a
+    sweep may trace it (``metadata``; read by :func:`config_fields` and the docs)."""
+    return field(default=default, metadata={"help": help, "traced": traced})
+
+
+@dataclass(frozen=True)
+class PPOTrainConfig:
     """Hyperparameters of :func:`make_ppo_train` (defaults: CleanRL ``ppo.py`` CartPole).
+
+    A frozen dataclass: ``dataclasses.fields(PPOTrainConfig)`` lists the fields, each
+    with ``metadata["help"]`` (the line below) and ``metadata["traced"]`` (whether a
+    configuration sweep may pass it as a traced ``hparams`` value,
+    :data:`TRACEABLE_HPARAMS`); :meth:`replace` returns a changed copy. Every field is
+    checked by :func:`check_train_config` when a trainer is built (a one-line
+    ``ValueError`` naming the field).
 
     Attributes:
       num_envs: N parallel environments.
@@ -46,27 +62,38 @@ class PPOTrainConfig(NamedTuple):
         episode's true final observation (``info["final_obs"]``, gymnax >= 1.0
         semantics; default). ``False`` ends it like a termination (gymnax < 1.0,
         gymnax-blines, rejax), which also skips the critic pass over the rollout's final
-        observations. Without ``final_obs`` in the env's info it is always ``False``.
+        observations. Every :class:`~rljax.envs.Environment` gives ``final_obs``; for an
+        env whose ``step`` does not, the trainer warns
+        (:class:`rljax.contracts.TruncationBootstrapWarning`) and ends truncations like
+        terminations.
     """
 
-    num_envs: int = 4
-    num_steps: int = 128
-    total_steps: int = 500_000
-    num_epochs: int = 4
-    num_minibatches: int = 4
-    gamma: float = 0.99
-    lam: float = 0.95
-    learning_rate: float = 2.5e-4
-    anneal_lr: bool = True
-    adam_eps: float = 1e-5
-    max_grad_norm: float = 0.5
-    clip_epsilon: float = 0.2
-    value_coef: float = 0.5
-    entropy_coef: float = 0.01
-    value_clip: float | None = 0.2
-    normalize_advantages: bool = True
-    grad_clip: str = "global_norm"
-    bootstrap_truncations: bool = True
+    num_envs: int = _field(4, "N parallel environments per seed")
+    num_steps: int = _field(128, "T steps per environment per update (a [T, N] rollout)")
+    total_steps: int = _field(500_000, "environment steps in all; total_steps // (N T) "
+                              "updates")
+    num_epochs: int = _field(4, "passes over each N T batch per update")
+    num_minibatches: int = _field(4, "minibatches per pass (must divide N T)")
+    gamma: float = _field(0.99, "discount, in [0, 1]", traced=True)
+    lam: float = _field(0.95, "GAE lambda, in [0, 1]", traced=True)
+    learning_rate: float = _field(2.5e-4, "Adam's (initial) step size, > 0", traced=True)
+    anneal_lr: bool = _field(True, "anneal the step size linearly to 0 over all gradient "
+                             "steps")
+    adam_eps: float = _field(1e-5, "Adam's epsilon, > 0", traced=True)
+    max_grad_norm: float = _field(0.5, "the gradient clip's bound (global norm, or each "
+                                  "entry with grad_clip='elementwise'), > 0", traced=True)
+    clip_epsilon: float = _field(0.2, "PPO's ratio clip range, > 0", traced=True)
+    value_coef: float = _field(0.5, "weight of the value loss, >= 0", traced=True)
+    entropy_coef: float = _field(0.01, "weight of the entropy bonus, >= 0", traced=True)
+    value_clip: float | None = _field(0.2, "clip range of the value update around the old "
+                                      "values, > 0; None switches value clipping off",
+                                      traced=True)
+    normalize_advantages: bool = _field(True, "normalise advantages per minibatch")
+    grad_clip: str = _field("global_norm", "'global_norm' (optax.clip_by_global_norm) or "
+                            "'elementwise' (optax.clip)")
+    bootstrap_truncations: bool = _field(True, "bootstrap time-limit truncations from "
+                                         "info['final_obs'] (False: end them like "
+                                         "terminations)")
 
     @property
     def batch_size(self) -> int:
@@ -77,6 +104,29 @@ class PPOTrainConfig(NamedTuple):
     def num_updates(self) -> int:
         """Updates in a run, ``total_steps // (N T)``."""
         return self.total_steps // self.batch_size
+
+    def replace(self, **changes: Any) -> PPOTrainConfig:
+        """A copy with ``changes`` (``dataclasses.replace``; an unknown name is a
+        ``TypeError``)."""
+        return dataclasses.replace(self, **changes)
+
+
+def config_fields() -> dict[str, dict[str, Any]]:
+    """``{name: {"default", "help", "traced"}}`` for every :class:`PPOTrainConfig` field,
+    in declaration order (what the docs' field table and the CLI's help read)."""
+    return {f.name: {"default": f.default, "help": f.metadata["help"],
+                     "traced": f.metadata["traced"]}
+            for f in dataclasses.fields(PPOTrainConfig)}
+
+
+def fields_markdown() -> str:
+    """The docs' table of :class:`PPOTrainConfig`'s fields (name, default, traced, help),
+    rendered from the field declarations (:func:`config_fields`), one row per field."""
+    rows = ["| field | default | traced | what it sets |", "|---|---|---|---|"]
+    for name, spec in config_fields().items():
+        traced = "yes" if spec["traced"] else "no"
+        rows.append(f"| `{name}` | `{spec['default']!r}` | {traced} | {spec['help']} |")
+    return "\n".join(rows)
 
 
 #: The :class:`PPOTrainConfig` fields :func:`train_config_from` copies.
@@ -130,9 +180,10 @@ GRAD_CLIPS = ("global_norm", "elementwise")
 
 
 #: The :class:`PPOTrainConfig` fields a training run may read from a traced ``hparams``
-#: dict instead of the config (the others fix shapes, counts or choices, so the program).
-TRACEABLE_HPARAMS = ("learning_rate", "adam_eps", "max_grad_norm", "clip_epsilon",
-                     "value_coef", "entropy_coef", "value_clip", "gamma", "lam")
+#: dict instead of the config (the others fix shapes, counts or choices, so the program):
+#: those whose field metadata says ``traced``.
+TRACEABLE_HPARAMS = tuple(f.name for f in dataclasses.fields(PPOTrainConfig)
+                          if f.metadata["traced"])
 
 
 def check_hparams(config: PPOTrainConfig, hparams: Mapping[str, Any] | None) -> None:
