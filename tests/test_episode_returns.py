@@ -88,3 +88,18 @@ def test_ppo_train_config_is_a_documented_frozen_dataclass():
     assert hash(changed) == hash(PPOTrainConfig(num_envs=8))
     with pytest.raises(TypeError):
         config.replace(num_env=8)
+
+
+def test_the_docs_field_table_is_rendered_from_the_declarations():
+    """docs/ppo.md's PPOTrainConfig table is fields_markdown() verbatim: a field added,
+    renamed or re-documented in the dataclass without the docs fails here."""
+    from pathlib import Path
+
+    from rljax.training.ppo_config import fields_markdown
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ppo.md").read_text()
+    start = text.index("<!-- fields:PPOTrainConfig -->\n") + len("<!-- fields:PPOTrainConfig -->\n")
+    end = text.index("\n<!-- /fields:PPOTrainConfig -->")
+    assert text[start:end] == fields_markdown(), (
+        "docs/ppo.md's field table is stale; paste rljax.training.ppo_config.fields_markdown()")
+    assert fields_markdown().count("\n| `") == len(dataclasses.fields(PPOTrainConfig))
