@@ -32,7 +32,7 @@ import numpy as np
 from scipy import stats as sps
 
 from rljax.stats.comparisons import TestResult, _check_alternative
-from rljax.stats.power import _positive, _probability
+from rljax.stats.power import _positive, _probability, _smallest_seed_count
 
 __all__ = ["paired_t_power", "paired_t_seeds", "paired_ttest", "wilcoxon_signed_rank"]
 
@@ -193,15 +193,4 @@ def paired_t_seeds(delta: float, sd_diff: float, *, alpha: float = 0.05, power: 
     def reaches(k):
         return paired_t_power(delta, sd_diff, k, alpha=alpha, alternative=alternative) >= power
 
-    hi = 2
-    while not reaches(hi):
-        hi *= 2
-        if hi > max_n:
-            raise ValueError(f"more than max_n={max_n} seeds would be needed; raise max_n")
-    lo = max(2, hi // 2)
-    if reaches(lo):
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
-    return hi
+    return _smallest_seed_count(reaches, max_n)

@@ -102,6 +102,27 @@ def welch_power(delta: float, sd_x: float, n_x: int, *, sd_y: float | None = Non
     return float(sps.nct.cdf(-crit, df, nc))
 
 
+def _smallest_seed_count(reaches, max_n: int) -> int:
+    """The smallest ``n >= 2`` with ``reaches(n)`` true, for a ``reaches`` that is
+    monotone in ``n`` (power grows with the seeds): doubling, then bisection.
+
+    Raises:
+      ValueError: ``reaches`` is false up to ``max_n``.
+    """
+    hi = 2
+    while not reaches(hi):
+        hi *= 2
+        if hi > max_n:
+            raise ValueError(f"more than max_n={max_n} seeds would be needed; raise max_n")
+    lo = max(2, hi // 2)
+    if reaches(lo):
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
+    return hi
+
+
 def welch_seeds(delta: float, sd_x: float, *, sd_y: float | None = None, alpha: float = 0.05,
                 power: float = 0.8, alternative: str = "two-sided",
                 max_n: int = 1_000_000) -> int:
@@ -131,18 +152,7 @@ def welch_seeds(delta: float, sd_x: float, *, sd_y: float | None = None, alpha: 
         return welch_power(delta, sd_x, n, sd_y=sd_y, alpha=alpha,
                            alternative=alternative) >= power
 
-    hi = 2
-    while not reaches(hi):
-        hi *= 2
-        if hi > max_n:
-            raise ValueError(f"more than max_n={max_n} seeds would be needed; raise max_n")
-    lo = max(2, hi // 2)
-    if reaches(lo):
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
-    return hi
+    return _smallest_seed_count(reaches, max_n)
 
 
 def expected_mean_ci_width(n: int, sd: float, *, confidence: float = 0.95) -> float:
