@@ -114,7 +114,8 @@ def env_function_names(env: Any) -> tuple[str, str]:
     return f"{name}.reset", f"{name}.step"
 
 
-def _own_attributes(cls: type) -> set[str]:
+@functools.cache
+def _own_attributes(cls: type) -> frozenset[str]:
     """Names a class defines itself or inherits from a class that overrides ``step``
     (the base ``Environment.step`` is the one that calls ``step_env``)."""
     names: set[str] = set()
@@ -122,7 +123,7 @@ def _own_attributes(cls: type) -> set[str]:
         if klass.__name__ == "Environment" and klass.__module__ == "rljax.envs.base":
             break
         names.update(vars(klass))
-    return names
+    return frozenset(names)
 
 
 def check_env_step(
@@ -192,8 +193,10 @@ def check_policy_head(
     space: Any,
     env_name: str,
     batch_shape: tuple[int, ...],
+    actions_shape: tuple[int, ...] | None = None,
 ) -> None:
-    """Check a policy head's distribution parameters against the env's action space.
+    """Check a policy head's distribution parameters against the env's action space (or,
+    where no env is at hand, a batch of the actions it will score).
 
     Args:
       apply_name: the user's policy function, for the message.
@@ -205,6 +208,8 @@ def check_policy_head(
         ``(D,)``; ``None`` when the env declares none (nothing to check against).
       env_name: the environment's name, for the message.
       batch_shape: the batch the head was applied to.
+      actions_shape: the shape of the actions the head's ``log_prob`` will score
+        (``[*batch, D]`` for a Gaussian head), when known; ``None``: not checked.
 
     Raises:
       ContractError: one line, e.g. ``GridNet.apply (policy): logits have 3 actions but
@@ -240,6 +245,10 @@ def check_policy_head(
                                 f"{list(jnp.shape(mean)[-1:])} / log_std "
                                 f"{list(jnp.shape(log_std)[-1:])} per observation but "
                                 f"{env_name}'s action_space is {space!r}")
+    if actions_shape is not None and tuple(jnp.shape(mean)) != tuple(actions_shape):
+        raise ContractError(f"{apply_name} (actor-critic): Gaussian mean "
+                            f"{list(jnp.shape(mean))} for actions {list(actions_shape)}; they "
+                            "must match")
 
 
 def check_actor_critic(
@@ -249,13 +258,15 @@ def check_actor_critic(
     space: Any,
     env_name: str,
     batch_shape: tuple[int, ...],
+    actions_shape: tuple[int, ...] | None = None,
 ) -> None:
     """Check ``apply(params, obs [*batch, ...]) -> (dist_params, value [*batch])``.
 
     Args:
       apply_name: the user's ``apply``, for the message.
       out: what it returned.
-      distribution_name, space, env_name, batch_shape: as for :func:`check_policy_head`.
+      distribution_name, space, env_name, batch_shape, actions_shape: as for
+        :func:`check_policy_head`.
 
     Raises:
       ContractError: one line naming ``apply`` and the shapes.
@@ -264,7 +275,8 @@ def check_actor_critic(
         raise ContractError(f"{apply_name} (actor-critic): must return (dist_params, value), "
                             f"got {shape_text(out)}")
     dist_params, value = out
-    check_policy_head(apply_name, distribution_name, dist_params, space, env_name, batch_shape)
+    check_policy_head(apply_name, distribution_name, dist_params, space, env_name, batch_shape,
+                      actions_shape)
     if not _is_array(value) or tuple(jnp.shape(value)) != tuple(batch_shape):
         raise ContractError(f"{apply_name} (actor-critic): returns values of shape "
                             f"{shape_text(value)} for {list(batch_shape)} observations; it "

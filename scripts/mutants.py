@@ -123,6 +123,10 @@ MUTANTS = (
            "jnp.shape(mean):\n",
            "        if False:\n",
            (CONTRACTS,)),
+    Mutant("contract_gaussian_vs_actions", "rljax/contracts.py",
+           "    if actions_shape is not None and tuple(jnp.shape(mean)) != tuple(actions_shape):\n",
+           "    if False:\n",
+           (CONTRACTS,)),
     Mutant("contract_apply_returns_a_pair", "rljax/contracts.py",
            "    if not (isinstance(out, tuple | list) and len(out) == 2):\n"
            "        raise ContractError(f\"{apply_name} (actor-critic)",

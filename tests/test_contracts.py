@@ -416,6 +416,23 @@ def test_ppo_transform_names_an_apply_that_returns_one_array():
         jax.jit(ppo(logits_only).loss)(jnp.zeros((2, 5)), (), batch)
 
 
+def test_ppo_transform_names_a_gaussian_mean_that_does_not_match_the_actions():
+    from rljax.policies.distributions import diagonal_gaussian
+
+    def wide_mean(params, obs):
+        mean = obs @ params  # [6, 3]
+        return (mean, jnp.zeros_like(mean)), jnp.zeros(obs.shape[0])
+
+    batch = PPOBatch(obs=jnp.zeros((6, 2)), actions=jnp.zeros((6, 2)),
+                     old_log_probs=jnp.zeros(6), advantages=jnp.zeros(6), returns=jnp.zeros(6),
+                     old_values=jnp.zeros(6))
+    rl = ppo(wide_mean, distribution=diagonal_gaussian(2))
+    with one_line_error(r"^(\w+\.)?wide_mean \(actor-critic\): Gaussian mean \[6, 3\] for "
+                        r"actions \[6, 2\]; they must match$"):
+        jax.jit(rl.loss)(jnp.zeros((2, 3)), (), batch)
+    rl.loss(jnp.zeros((2, 2)), (), batch)  # [6, 2]: fine
+
+
 def test_reinforce_names_policy_apply_and_baseline():
     batch = EpisodeBatch(obs=jnp.zeros((3, 4, 2)), actions=jnp.zeros((3, 4), jnp.int32),
                          rewards=jnp.zeros((3, 4)), mask=jnp.ones((3, 4)),

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rljax.algorithms.base import LossAux, RLTransform, update_from_loss
-from rljax.contracts import ContractError, check_actor_critic, function_name
+from rljax.contracts import check_actor_critic, function_name
 from rljax.losses import check_clip, clipped_surrogate_loss, value_loss
 from rljax.policies.distributions import ActionDistribution, categorical
 from rljax.types import Array, Params
@@ -196,12 +196,8 @@ def ppo(
             advantages = normalize(advantages, batch.mask)
         out = actor_critic_apply(params, batch.obs)
         check_actor_critic(function_name(actor_critic_apply), out, distribution.name, None,
-                           "", batch.old_log_probs.shape)
+                           "", batch.old_log_probs.shape, batch.actions.shape)
         dist_params, values = out
-        if distribution.name != "categorical" and dist_params[0].shape != batch.actions.shape:
-            raise ContractError(f"{function_name(actor_critic_apply)} (actor-critic): Gaussian "
-                                f"mean {list(dist_params[0].shape)} for actions "
-                                f"{list(batch.actions.shape)}; they must match")
         log_probs = distribution.log_prob(dist_params, batch.actions)
         per_sample_policy, clip_metrics = clipped_surrogate_loss(
             log_probs, batch.old_log_probs, advantages, epsilon_low=clip_epsilon,

@@ -199,3 +199,14 @@ def check_action(space: Space, action: Array, env_name: str = "env") -> None:
         if shape != space.shape or not jnp.issubdtype(dtype, jnp.floating):
             raise ValueError(f"{env_name}: action must be a float array of shape "
                              f"{list(space.shape)} (Box), got shape {list(shape)} dtype {dtype}")
+
+
+def env_action_space(env: Any, env_params: Any) -> Space | None:
+    """``env.action_space(env_params)`` as an rljax space; for a duck-typed env with only
+    ``num_actions``, ``Discrete(num_actions)``; ``None`` for one that declares neither
+    (then the trainer trusts the policy head and checks nothing)."""
+    if callable(getattr(env, "action_space", None)):
+        return as_rljax_space(env.action_space(env_params))
+    if hasattr(env, "num_actions"):
+        return Discrete(int(env.num_actions))
+    return None

@@ -212,3 +212,9 @@ def check_supports(distribution: ActionDistribution, space: Space, env_name: str
                    "tanh_gaussian": "a bounded Box of shape (D,)"}[distribution.name]
         raise ValueError(f"{env_name}: action space {space!r} is not supported by a "
                          f"{distribution.name} policy head (it needs {allowed})")
+
+
+def policy_distribution(actor_critic: Any) -> ActionDistribution:
+    """The actor-critic's ``distribution`` (categorical when it declares none)."""
+    distribution = getattr(actor_critic, "distribution", None)
+    return categorical() if distribution is None else distribution

@@ -31,8 +31,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rljax.envs.spaces import Box
+from rljax.envs.spaces import Box, env_action_space
 from rljax.envs.wrappers import ENV_AXIS, RunningMoments
+from rljax.policies.distributions import policy_distribution
 from rljax.types import Array, Params, PRNGKey
 
 
@@ -112,8 +113,6 @@ def evaluate_policy(
     Raises:
       ValueError: one line naming ``num_episodes`` or ``max_steps``.
     """
-    from rljax.training.ppo import env_action_space, policy_distribution
-
     for name, value in (("num_episodes", num_episodes), ("max_steps", max_steps)):
         if value is None and name == "max_steps":
             continue

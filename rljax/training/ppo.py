@@ -47,10 +47,14 @@ from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
 from rljax.contracts import check_actor_critic, check_env, function_name, warn_no_final_obs
 from rljax.envs.base import Environment
-from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space
+from rljax.envs.spaces import Box, env_action_space
 from rljax.envs.wrappers import ENV_AXIS
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
-from rljax.policies.distributions import ActionDistribution, categorical, check_supports
+from rljax.policies.distributions import (
+    ActionDistribution,
+    check_supports,
+    policy_distribution,
+)
 from rljax.training.evaluation import episode_limit, evaluate_policy
 from rljax.training.ppo_config import (  # noqa: F401  (re-exported)
     GRAD_CLIPS,
@@ -454,23 +458,6 @@ def policy_step(apply: Callable, distribution: ActionDistribution, clip_box: Box
     if clip_box is not None:
         to_env = clip_box.clip(to_env)
     return action, log_prob, value, to_env
-
-
-def policy_distribution(actor_critic: Any) -> ActionDistribution:
-    """The actor-critic's ``distribution`` (categorical when it declares none)."""
-    distribution = getattr(actor_critic, "distribution", None)
-    return categorical() if distribution is None else distribution
-
-
-def env_action_space(env: Any, env_params: Any) -> Space | None:
-    """``env.action_space(env_params)`` as an rljax space; for a duck-typed env with only
-    ``num_actions``, ``Discrete(num_actions)``; ``None`` for one that declares neither
-    (then the trainer trusts the policy head and checks nothing)."""
-    if callable(getattr(env, "action_space", None)):
-        return as_rljax_space(env.action_space(env_params))
-    if hasattr(env, "num_actions"):
-        return Discrete(int(env.num_actions))
-    return None
 
 
 def _example_action(space: Any) -> Array:

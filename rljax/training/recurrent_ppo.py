@@ -42,10 +42,10 @@ from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
 from rljax.contracts import check_actor_critic, function_name
 from rljax.envs.base import Environment
-from rljax.envs.spaces import Box
+from rljax.envs.spaces import Box, env_action_space
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.policies.distributions import check_supports
-from rljax.training.ppo import ENV_AXIS, _step_info_keys, bootstrap_possible, env_action_space
+from rljax.training.ppo import ENV_AXIS, _step_info_keys, bootstrap_possible
 from rljax.training.ppo_config import (
     PPOTrainConfig,
     check_train_config,
