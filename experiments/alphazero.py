@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 
 from rljax import io
-from rljax.config import ConfigError, require_float, require_int
-from rljax.report import Figure, figures_table, format_number
+from rljax.config import ConfigError, check_fields, param
+from rljax.report import Figure, figures_table, format_number, interval_dict, pyplot
 from rljax.stats.reported import reported_interval
 from rljax.sweep import Sweep
 from rljax.training.alphazero import (
@@ -73,52 +73,52 @@ class Config:
     over 32 games per matchup.
     """
 
-    seeds: int = 16
-    block_size: int = 8
-    base_seed: int = 0
-    iterations: int = 50
-    num_games: int = 32
-    window: int = 42
-    num_simulations: int = 16
-    max_considered_actions: int = 7
-    replay_windows: int = 4
-    updates: int = 16
-    batch_size: int = 128
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-    hidden_size: int = 128
-    num_layers: int = 2
-    eval_every: int = 5
-    eval_games: int = 32
-    bootstrap_reps: int = 2000
-    confidence: float = 0.95
+    seeds: int = param(16, "seeds, each a whole run", sweep=False, low=2, high=4096)
+    block_size: int = param(8, "seeds per compiled block", sweep=False, low=1, high=4096)
+    base_seed: int = param(0, "the sweep's base seed", sweep=False, low=0, high=2**31 - 1)
+    iterations: int = param(50, "self-play + training iterations; a multiple of eval_every",
+                            sweep=False, low=1, high=10_000)
+    num_games: int = param(32, "games played in parallel during self-play", sweep=False,
+                           low=1, high=4096)
+    window: int = param(42, "plies per self-play window (42 fills a Connect Four board)",
+                        sweep=False, low=1, high=1000)
+    num_simulations: int = param(16, "search simulations per move", sweep=False, low=1,
+                                 high=4096)
+    max_considered_actions: int = param(7, "Gumbel MuZero's root actions considered",
+                                        sweep=False, low=1, high=7)
+    replay_windows: int = param(4, "windows kept in the replay (the current one included)",
+                                sweep=False, low=1, high=1000)
+    updates: int = param(16, "Adam steps per iteration", sweep=False, low=1, high=10_000)
+    batch_size: int = param(128, "positions per step", sweep=False, low=1, high=65_536)
+    learning_rate: float = param(1e-3, "Adam's step size", sweep=False, low=0.0,
+                                 low_open=True)
+    weight_decay: float = param(1e-4, "AdamW's decoupled weight decay", sweep=False, low=0.0)
+    hidden_size: int = param(128, "width of the network's hidden layers", sweep=False, low=1,
+                             high=4096)
+    num_layers: int = param(2, "hidden layers", sweep=False, low=1, high=16)
+    eval_every: int = param(5, "iterations between evaluations", sweep=False, low=1,
+                            high=10_000)
+    eval_games: int = param(32, "games per matchup (even: half with each colour)",
+                            sweep=False, low=1, high=4096)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1,
+                                high=1_000_000)
+    confidence: float = param(0.95, "the intervals' confidence", sweep=False, low=0.0,
+                              high=1.0, low_open=True, high_open=True)
 
     def trainer_config(self) -> AlphaZeroConfig:
         """The trainer's config (the fields of the same names)."""
         return AlphaZeroConfig(**{name: getattr(self, name) for name in TRAINER_FIELDS})
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the first invalid field."""
-        require_int("seeds", self.seeds, 2, 4096)
-        require_int("block_size", self.block_size, 1, 4096)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)
-        limits = {"iterations": 10_000, "num_games": 4096, "window": 1000,
-                  "num_simulations": 4096, "max_considered_actions": 7, "replay_windows": 1000,
-                  "updates": 10_000, "batch_size": 65_536, "hidden_size": 4096,
-                  "num_layers": 16, "eval_every": 10_000, "eval_games": 4096}
-        for name, maximum in limits.items():
-            require_int(name, getattr(self, name), 1, maximum)
+        """Raise :class:`ConfigError` naming the first invalid field: each against its
+        declaration, then ``eval_every`` and ``eval_games`` against the run's shape."""
+        check_fields(self)
         if self.iterations % self.eval_every:
             raise ConfigError(f"eval_every: must divide iterations = {self.iterations}, got "
                               f"{self.eval_every}")
         if self.eval_games % 2:
             raise ConfigError(f"eval_games: must be even (half the games with each colour), "
                               f"got {self.eval_games}")
-        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
-        require_float("weight_decay", self.weight_decay, low=0.0)
-        require_int("bootstrap_reps", self.bootstrap_reps, 1, 1_000_000)
-        require_float("confidence", self.confidence, low=0.0, high=1.0, low_inclusive=False,
-                      high_inclusive=False)
 
 
 def connect_four():
@@ -128,11 +128,11 @@ def connect_four():
     return pgx.make("connect_four")
 
 
-def run_sweep(config: Config) -> dict[str, Any]:
+def run_sweep(config: Config, options: Any = None) -> dict[str, Any]:
     """All seeds: ``{"outputs": {name: [S, ...]}, "compile_seconds", "run_seconds"}``."""
     train = make_alphazero_train(connect_four(), config.trainer_config())
     sweep = Sweep(train, base_seed=config.base_seed, block_size=config.block_size)
-    result = sweep.run(config.seeds, desc=NAME)
+    result = sweep.run(config.seeds, desc=NAME, options=options)
     return {"outputs": {k: np.asarray(v) for k, v in result.outputs.items()},
             "compile_seconds": float(result.compile_seconds),
             "run_seconds": float(result.run_seconds)}
@@ -140,13 +140,12 @@ def run_sweep(config: Config) -> dict[str, Any]:
 
 def _interval(statistic: str, *samples: np.ndarray, key: jax.Array,
               config: Config) -> dict[str, Any]:
-    r = reported_interval(statistic, *samples, key=key, reps=config.bootstrap_reps,
-                          confidence=config.confidence)
-    return {"point": r.point, "low": r.low, "high": r.high, "method": r.method, "n": r.n,
-            "coverage": r.coverage, "note": r.note.rstrip(".")}
+    return interval_dict(reported_interval(statistic, *samples, key=key,
+                                           reps=config.bootstrap_reps,
+                                           confidence=config.confidence))
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     """Run the study; writes ``results.parquet`` (scores per seed x checkpoint x matchup),
     ``training.parquet`` (losses per seed x iteration), ``summary.json``, ``report.md``,
     ``learning_curves.png`` and ``final_scores.png`` into ``out_dir``; returns the
@@ -154,7 +153,7 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
     config.validate()
     out_dir = Path(out_dir)
     start = time.perf_counter()
-    sweep = run_sweep(config)
+    sweep = run_sweep(config, options)
     outputs = sweep["outputs"]
     checkpoints = config.trainer_config().checkpoints
     iterations_at = [i * config.eval_every for i in range(checkpoints)]
@@ -232,11 +231,7 @@ def training_table(outputs: dict[str, np.ndarray]) -> pd.DataFrame:
 
 
 def _write_plots(summary: dict[str, Any], config: Config, out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     pct = f"{100 * config.confidence:g} %"
     steps = np.asarray(summary["checkpoint_iterations"])
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -366,7 +361,3 @@ def reading(summary: dict[str, Any], config: Config) -> str:
             "wins in a few plies), and that a deterministic column-stacker beats it often "
             "too: the depth-2 matchups and the curves carry the evidence of learning.")
 
-
-def config_fields() -> list[str]:
-    """Names of the config fields (for ``--set``)."""
-    return [f.name for f in dataclasses.fields(Config)]

@@ -11,7 +11,7 @@ logits ``z = log p``; only the third answer (p = 0.2) has reward 1. With
   checked by a Monte Carlo sweep over seeds (its own sweep, run once);
 * GRPO (groups of 8, 60 steps) from that policy over a grid of optimizers (SGD, Adam),
   learning rates and KL betas: one compiled program per optimizer, the rate, beta and
-  clip traced (``Config.TRACED``), every cell on the same seeds (common random numbers);
+  clip traced (read from ``hparams``), every cell on the same seeds (common random numbers);
 * the GRPO advantage table for four reward groups and PPO's clipped objective for three
   (A, r) pairs.
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +45,7 @@ from experiments.four_answer_claim import verdict as claim_verdict
 from rljax import io, losses
 from rljax.advantages import group_relative_advantages
 from rljax.algorithms import GroupBatch, grpo
-from rljax.config import ConfigError, require_choice, require_float, require_int
+from rljax.config import ConfigError, check_fields, param, require_choice, traced_fields
 from rljax.grid import Grid, grid_columns, run_grid, single_grid
 from rljax.policies import categorical_log_prob, sample_categorical, tabular_softmax
 from rljax.stats.reported import reported_interval
@@ -71,7 +71,6 @@ CELL_FIELDS = ("optimizer", "learning_rate", "kl_beta")
 DATA_KINDS = {"mean": "symmetric", "paired_difference": "symmetric"}
 
 
-
 def parse_rates(name: str, text: str, *, allow_zero: bool = False) -> tuple[float, ...]:
     """``"0.1,0.3,1"`` -> ``(0.1, 0.3, 1.0)``: distinct finite numbers ``> 0`` (``>= 0``
     with ``allow_zero``), in the order given; a one-line :class:`ConfigError` naming
@@ -94,48 +93,47 @@ def parse_rates(name: str, text: str, *, allow_zero: bool = False) -> tuple[floa
 
 @dataclass(frozen=True)
 class Config:
-    """Configuration (``--set key=value``; ``--grid`` over ``TRACED`` / ``STRUCTURAL``)."""
+    """Configuration (``--set key=value``; ``--grid`` over the optimizer and the traced
+    ``learning_rate``, ``kl_beta``, ``clip_epsilon``)."""
 
-    TRACED: ClassVar[tuple[str, ...]] = ("learning_rate", "kl_beta", "clip_epsilon")
-    STRUCTURAL: ClassVar[tuple[str, ...]] = ("optimizer",)
-
-    seeds: int = 2048  # per GRPO cell, and for the Monte Carlo gradient sweep
-    block_size: int = DEFAULT_BLOCK_SIZE
-    base_seed: int = 0
-    samples: int = 20_000
-    baseline: float = 0.2
-    group_size: int = 8
-    grpo_steps: int = 60
-    optimizer: str = "sgd"  # the one-configuration run's and the headline's
-    learning_rate: float = 0.1
-    kl_beta: float = 0.04
-    clip_epsilon: float = 0.2
-    sweep: bool = True  # False: run (optimizer, learning_rate, kl_beta, clip) alone
-    sgd_learning_rates: str = "0.1,0.178,0.316,0.562,1,1.78,3.16,5.62,10"
-    adam_learning_rates: str = "0.01,0.0178,0.0316,0.0562,0.1,0.178,0.316,0.562,1"
-    kl_betas: str = "0,0.01,0.02,0.04,0.08,0.12,0.16,0.2,0.24,0.32,0.64"
-    tolerance: float = 0.001
-    bootstrap_reps: int = 2000
+    seeds: int = param(2048, "per GRPO cell, and for the Monte Carlo gradient sweep",
+                       sweep=False, low=2)
+    block_size: int = param(DEFAULT_BLOCK_SIZE, "seeds per compiled block", sweep=False,
+                            low=1)
+    base_seed: int = param(0, "the sweep's base seed (32-bit keys, + small offsets)",
+                           sweep=False, low=0, high=2**31 - 1)
+    samples: int = param(20_000, "draws per seed of the Monte Carlo gradient check",
+                         sweep=False, low=2)
+    baseline: float = param(0.2, "the constant baseline b of the variance check",
+                            sweep=False)
+    group_size: int = param(8, "GRPO's group size", sweep=False, low=2)
+    grpo_steps: int = param(60, "GRPO steps per run", sweep=False, low=1)
+    optimizer: str = param("sgd", "the one-configuration run's and the headline's",
+                           choices=OPTIMIZERS)
+    learning_rate: float = param(0.1, "the optimizer's step size", traced=True, low=0.0,
+                                 low_open=True)
+    kl_beta: float = param(0.04, "the k3 KL penalty's weight", traced=True, low=0.0)
+    clip_epsilon: float = param(0.2, "GRPO's clip range", traced=True, low=0.0,
+                                low_open=True)
+    sweep: bool = param(True, "False: run (optimizer, learning_rate, kl_beta, clip) alone",
+                        sweep=False)
+    sgd_learning_rates: str = param("0.1,0.178,0.316,0.562,1,1.78,3.16,5.62,10",
+                                    "the default sweep's SGD rates", sweep=False)
+    adam_learning_rates: str = param("0.01,0.0178,0.0316,0.0562,0.1,0.178,0.316,0.562,1",
+                                     "the default sweep's Adam rates", sweep=False)
+    kl_betas: str = param("0,0.01,0.02,0.04,0.08,0.12,0.16,0.2,0.24,0.32,0.64",
+                          "the default sweep's KL betas", sweep=False)
+    tolerance: float = param(0.001, "the Monte Carlo gradient's error tolerance",
+                             sweep=False, low=0.0, low_open=True)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
 
     def validate(self) -> None:
-        require_int("seeds", self.seeds, 2)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
-        require_int("samples", self.samples, 2)
-        require_float("baseline", self.baseline)
-        require_int("group_size", self.group_size, 2)
-        require_int("grpo_steps", self.grpo_steps, 1)
-        require_choice("optimizer", self.optimizer, OPTIMIZERS)
-        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
-        require_float("kl_beta", self.kl_beta, low=0.0)
-        require_float("clip_epsilon", self.clip_epsilon, low=0.0, low_inclusive=False)
-        if not isinstance(self.sweep, bool):
-            raise ConfigError(f"sweep: must be true or false, got {self.sweep!r}")
+        """Raise :class:`ConfigError` naming the first invalid field: each against its
+        declaration, then the default sweep's lists."""
+        check_fields(self)
         parse_rates("sgd_learning_rates", self.sgd_learning_rates)
         parse_rates("adam_learning_rates", self.adam_learning_rates)
         parse_rates("kl_betas", self.kl_betas, allow_zero=True)
-        require_float("tolerance", self.tolerance, low=0.0, low_inclusive=False)
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
 
 
 def default_grid(config: Config) -> Grid:
@@ -336,9 +334,11 @@ def _headline(cells, finals: np.ndarray, config: Config, ci: _Intervals) -> dict
     return out
 
 
-def _monte_carlo(config: Config, ci: _Intervals) -> tuple[dict[str, Any], dict, Any]:
+def _monte_carlo(config: Config, ci: _Intervals,
+                 options: Any = None) -> tuple[dict[str, Any], dict, Any]:
     result = Sweep(make_mc_train(config), base_seed=config.base_seed,
-                   block_size=config.block_size).run(config.seeds, desc=NAME + "-mc")
+                   block_size=config.block_size).run(config.seeds, desc=NAME + "-mc",
+                                                   options=options)
     out = {k: np.asarray(v, np.float64) for k, v in result.outputs.items()}
     err, var0, var1 = out["mc_max_abs_err"], out["var_no_baseline"], out["var_with_baseline"]
     # Samples needed for the *largest* of the four components' errors to stay below the
@@ -366,7 +366,8 @@ def _monte_carlo(config: Config, ci: _Intervals) -> tuple[dict[str, Any], dict, 
     return summary, out, result
 
 
-def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, grid: Grid | None = None,
+        options: Any = None) -> dict[str, Any]:
     """Run the study: the Monte Carlo sweep, then GRPO over ``grid`` (default: the
     optimizers' rates x ``kl_betas``; a one-row grid with ``sweep=false``).
 
@@ -378,17 +379,18 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
 
     if grid is None:
         grid = default_grid(config) if config.sweep else single_grid(
-            config, ("optimizer",) + Config.TRACED)
+            config, ("optimizer", *traced_fields(Config)))
     fields = CELL_FIELDS + tuple(f for f in grid.fields if f not in CELL_FIELDS)
     configs = grid.configs(config)
     ci = _Intervals(config)
-    mc_summary, mc, mc_result = _monte_carlo(config, ci)
-    result = run_grid(make_train, configs, Config.TRACED, config.seeds,
+    mc_summary, mc, mc_result = _monte_carlo(config, ci, options)
+    result = run_grid(make_train, configs, None, config.seeds,
                       base_seed=config.base_seed, block_size=config.block_size,
-                      desc=NAME + "-grpo")
+                      desc=NAME + "-grpo", options=options)
     curves = np.asarray(result.outputs["p_correct"])  # [K, S, steps + 1]
     finals = curves[:, :, -1].astype(np.float64)
     cells = _cells(configs, finals, ci)
+
     def paired_gap(a: int, b: int) -> list[float]:
         iv = ci("paired_difference", finals[a], finals[b], data="any")
         return [float(iv.point), float(iv.low), float(iv.high)]

@@ -10,7 +10,7 @@ import numpy as np
 
 from experiments.four_answer_claim import CLAIM, p4
 from rljax import io
-from rljax.report import Figure, figures_table, format_number
+from rljax.report import Figure, figures_table, format_number, pyplot
 
 
 def _panels(cells: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
@@ -49,12 +49,9 @@ def heatmap(cells: list[dict[str, Any]], path: Path) -> None:
     float32); a cell matching the claim
     (0.99 at beta = 0, 0.94 at beta > 0, within the tolerance) is outlined.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
+    plt = pyplot()
     panels = _panels(cells)
     fig, axes = plt.subplots(1, len(panels), figsize=(7.2 * len(panels), 5.4), squeeze=False,
                              layout="constrained")
@@ -117,11 +114,7 @@ def write_plots(summary: dict[str, Any], curves: np.ndarray, err: np.ndarray, co
                 out_dir: Path) -> None:
     """mc_gradient_error.png, grpo_p_correct.png (``curves`` ``[K, S, steps + 1]``) and
     grpo_heatmap.png."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.hist(err, bins=60)
     ax.axvline(config.tolerance, color="red", linestyle="--", label=f"{config.tolerance:g}")

@@ -37,9 +37,9 @@ seeds* (ids ``tuning_seeds .. tuning_seeds + seeds - 1``; with per-seed banks th
 fresh banks as well) and only those scores are reported, with the selection's optimism
 (tuning minus evaluation score) and the paired difference from uniform's winner on the
 same evaluation seeds (p-values Holm-adjusted over the comparisons). The learning rate
-and the two samplers' step sizes are *traced* (``Config.TRACED``: read from ``hparams``,
-so one compiled program runs every rate of a method, vmapped with the seeds); the method
-is *structural* (``Config.STRUCTURAL``: one compiled program per method, ``--grid
+and the two samplers' step sizes are *traced* (declared ``traced=True``: read from
+``hparams``, so one compiled program runs every rate of a method, vmapped with the seeds);
+the method is *structural* (one compiled program per method, ``--grid
 method=uniform,prompt_gdro`` to choose them). A method with rate ``r`` alone is bitwise
 its cell inside any grid (fixed blocks, seed ``i``'s key from ``i`` alone).
 
@@ -57,7 +57,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -68,7 +68,7 @@ import scipy.stats
 
 from rljax import io, stats
 from rljax.algorithms import GroupBatch, grpo
-from rljax.config import ConfigError, require_choice, require_float, require_int
+from rljax.config import ConfigError, check_fields, param, traced_fields
 from rljax.curriculum import (
     DifficultyClassifier,
     dynamic_filter,
@@ -102,43 +102,50 @@ BOOTSTRAP_METHODS = ("percentile", "basic", "bca")
 BANK_STREAM = int.from_bytes(b"bank", "big")
 
 
-#: Numeric fields the trainer reads from ``hparams`` (one program runs any value).
-TRACED = ("learning_rate", "gdro_step_size", "price_step_size")
-
-
 @dataclass(frozen=True)
 class Config:
     """The study's knobs (``rljax run gdro --set name=value``)."""
 
-    TRACED: ClassVar[tuple[str, ...]] = TRACED
-    STRUCTURAL: ClassVar[tuple[str, ...]] = ("method",)
-
-    method: str = "all"  # the four METHODS, or one of them
-    lr_grid: str = "0.5,2,8,32,128,512,2048,8192"  # rates each method is tuned over
-    tuning_seeds: int = 128  # seed ids 0 .. tuning_seeds - 1 pick each method's rate
-    seeds: int = 256  # fresh evaluation seeds, ids tuning_seeds .. tuning_seeds + seeds - 1
-    block_size: int = 256
-    base_seed: int = 0
-    bank: str = "per_seed"  # or "fixed": one bank from bank_seed for every seed
-    bank_seed: int = 2024
-    num_prompts: int = 256
-    num_answers: int = 8
-    prompts_per_step: int = 16
-    group_size: int = 8
-    budget_steps: int = 150
-    learning_rate: float = 8.0  # one-rate runs (lr_grid empty); the fixed-rate reference
-    oversample: int = 4
-    n_min: int = 2
-    n_max: int = 16
-    gdro_step_size: float = 0.1
-    price_step_size: float = 0.5
-    bin_edges: str = "0.25,0.75"
-    window: int = 4
-    hard_p0: float = 0.1
-    pass_k: int = 8
-    bootstrap_reps: int = 2000
+    method: str = param("all", "the four METHODS, or one of them",
+                        choices=("all", *METHODS))
+    lr_grid: str = param("0.5,2,8,32,128,512,2048,8192",
+                         "rates each method is tuned over (empty: learning_rate alone)",
+                         sweep=False)
+    tuning_seeds: int = param(128, "seed ids 0 .. tuning_seeds - 1 pick each method's rate",
+                              sweep=False, low=2)
+    seeds: int = param(256, "fresh evaluation seeds, ids tuning_seeds .. tuning_seeds + "
+                       "seeds - 1", sweep=False, low=2)
+    block_size: int = param(256, "seeds per compiled block", sweep=False, low=1)
+    base_seed: int = param(0, "the sweep's base seed (32-bit keys, + small offsets)",
+                           sweep=False, low=0, high=2**31 - 1)
+    bank: str = param("per_seed", 'a bank per seed, or "fixed": one bank from bank_seed '
+                      "for every seed", sweep=False, choices=BANK_MODES)
+    bank_seed: int = param(2024, "the fixed bank's seed", sweep=False, low=0,
+                           high=2**31 - 1)
+    num_prompts: int = param(256, "prompts in the bank", sweep=False, low=1)
+    num_answers: int = param(8, "answers per prompt (one correct)", sweep=False, low=2)
+    prompts_per_step: int = param(16, "prompt rows per step", sweep=False, low=1)
+    group_size: int = param(8, "rollouts per prompt row", sweep=False, low=2)
+    budget_steps: int = param(150, "steps of the equal rollout budget", sweep=False, low=1)
+    learning_rate: float = param(8.0, "one-rate runs (lr_grid empty); the fixed-rate "
+                                 "reference", traced=True, low=0.0, low_open=True)
+    oversample: int = param(4, "dynamic sampling's oversampling factor", sweep=False, low=1)
+    n_min: int = param(2, "Rollout-GDRO's fewest rollouts per prompt", sweep=False)
+    n_max: int = param(16, "Rollout-GDRO's most rollouts per prompt", sweep=False)
+    gdro_step_size: float = param(0.1, "Prompt-GDRO's multiplicative-weights step",
+                                  traced=True, low=0.0, low_open=True)
+    price_step_size: float = param(0.5, "Rollout-GDRO's shadow-price step", traced=True,
+                                   low=0.0, low_open=True)
+    bin_edges: str = param("0.25,0.75", "difficulty bin edges in (0, 1), comma-separated",
+                           sweep=False)
+    window: int = param(4, "the difficulty classifier's window", sweep=False, low=1)
+    hard_p0: float = param(0.1, "a prompt is hard below this initial success probability",
+                           sweep=False, low=0.0, high=1.0, low_open=True)
+    pass_k: int = param(8, "k of the reported pass@k", sweep=False, low=1)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
 
     def edges(self) -> tuple[float, ...]:
+        """The bin edges of ``bin_edges``."""
         try:
             return tuple(float(v) for v in self.bin_edges.split(",") if v.strip())
         except ValueError:
@@ -168,25 +175,14 @@ class Config:
         return rates
 
     def validate(self) -> None:
-        require_choice("method", self.method, ("all", *METHODS))
+        """Raise :class:`ConfigError` naming the first invalid field: each against its
+        declaration, then the lists, the seed ids, ``group_size`` within ``[n_min, n_max]``
+        and the samplers built from the config (``bin_edges``, ``n_min``, ``n_max``)."""
+        check_fields(self)
         self.rates()
-        require_int("tuning_seeds", self.tuning_seeds, 2)
-        require_int("seeds", self.seeds, 2)
         if self.tuning_seeds + self.seeds > MAX_SEEDS:  # the evaluation ids follow the tuning ids
             raise ConfigError(f"seeds: tuning_seeds + seeds must be <= {MAX_SEEDS} (int32 seed "
                               f"ids), got {self.tuning_seeds} + {self.seeds}")
-        for name in ("block_size", "num_prompts", "prompts_per_step", "budget_steps",
-                     "oversample", "window", "pass_k", "bootstrap_reps"):
-            require_int(name, getattr(self, name), 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
-        require_choice("bank", self.bank, BANK_MODES)
-        require_int("bank_seed", self.bank_seed, 0, 2**31 - 1)
-        require_int("num_answers", self.num_answers, 2)
-        require_int("group_size", self.group_size, 2)
-        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
-        require_float("hard_p0", self.hard_p0, low=0.0, high=1.0, low_inclusive=False)
-        require_float("gdro_step_size", self.gdro_step_size, low=0.0, low_inclusive=False)
-        require_float("price_step_size", self.price_step_size, low=0.0, low_inclusive=False)
         if self.n_min <= self.n_max and not self.n_min <= self.group_size <= self.n_max:
             raise ConfigError(f"group_size: must be in [n_min, n_max] = [{self.n_min}, "
                               f"{self.n_max}] (Rollout-GDRO's mean rollouts per prompt), "
@@ -200,6 +196,10 @@ class Config:
                 message = (f"bin_edges: must be > {h:g} from 0 and 1 and > {2 * h:g} apart "
                            f"(the difficulty classifier's hysteresis), got {self.bin_edges!r}")
             raise ConfigError(message) from None
+
+
+#: The fields the trainer reads from ``hparams`` (one compiled program runs any value).
+TRACED = traced_fields(Config)
 
 
 def build_methods(config: Config, hparams: Any = None) -> dict[str, Any]:
@@ -291,7 +291,7 @@ def make_train(config: Config):
     """``train(key, hparams) -> outputs`` of one seed for ``config.method`` (module docstring).
 
     ``config.method`` (structural) picks the sampler; the traced fields
-    (``Config.TRACED``: learning rate, Prompt-GDRO and Rollout-GDRO step sizes) are read
+    (:data:`TRACED`: learning rate, Prompt-GDRO and Rollout-GDRO step sizes) are read
     from ``hparams`` (a dict of scalars), never from ``config``, so one compiled program
     runs every rate.
     """
@@ -381,15 +381,9 @@ def _rel_gain(a, b):
     return jnp.mean(a) / jnp.mean(b) - 1.0
 
 
-def _interval(statistic, *samples, key, config: Config) -> dict[str, Any]:
-    iv = reported_interval(statistic, *samples, key=key, reps=config.bootstrap_reps,
-                           data=DATA_KIND)
-    return _reported(iv)
-
-
-def _reported(iv: Any) -> dict[str, Any]:
-    return {"point": float(iv.point), "ci": [float(iv.low), float(iv.high)],
-            "method": iv.method, "coverage": iv.coverage, "note": iv.note.rstrip(".")}
+def _interval(statistic, *samples, key, config: Config) -> Any:
+    return reported_interval(statistic, *samples, key=key, reps=config.bootstrap_reps,
+                             data=DATA_KIND)
 
 
 def _relative_gain(a, b, *, key, config: Config) -> dict[str, Any]:
@@ -473,7 +467,7 @@ def plan(config: Config, grid: Any = None) -> Plan:
 
 
 def _runner(config: Config, method: str, rows: list[dict[str, Any]], split: Any,
-            store: dict[str, Any]) -> Any:
+            store: dict[str, Any], options: Any = None) -> Any:
     """``run_configs(indices, first_seed, num_seeds) -> pass@8 [len(indices), num_seeds]``
     for :func:`rljax.tune.tune`: one compiled program for ``method`` (built once, reused
     for the tuning and the evaluation seeds), its rates vmapped with the seeds. Every
@@ -487,7 +481,7 @@ def _runner(config: Config, method: str, rows: list[dict[str, Any]], split: Any,
         start = time.perf_counter()
         result = sweep.run(int(num_seeds), first_seed=int(first_seed),
                            configs=ConfigTable.from_rows([rows[int(i)] for i in indices]),
-                           desc=f"{NAME}:{method}:{phase}")
+                           desc=f"{NAME}:{method}:{phase}", options=options)
         store[phase] = {"indices": indices, "first_seed": int(first_seed),
                         "outputs": result.outputs,
                         "seconds": time.perf_counter() - start}
@@ -496,7 +490,8 @@ def _runner(config: Config, method: str, rows: list[dict[str, Any]], split: Any,
     return run_configs
 
 
-def run(config: Config, out_dir: Path, grid: Any = None) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, grid: Any = None,
+        options: Any = None) -> dict[str, Any]:
     """Tune every method's rate on the tuning seeds, evaluate the winners on fresh seeds.
 
     Each method gets the same configurations (``K`` rates) and the same tuning seeds
@@ -520,7 +515,7 @@ def run(config: Config, out_dir: Path, grid: Any = None) -> dict[str, Any]:
     split = seed_split(tuning_seeds=config.tuning_seeds, evaluation_seeds=config.seeds,
                        first_seed=0)
     stores = {m: {} for m in the_plan.methods}
-    runners = {m: _runner(config, m, the_plan.rows[m], split, stores[m])
+    runners = {m: _runner(config, m, the_plan.rows[m], split, stores[m], options)
                for m in the_plan.methods}
     keys = iter(jax.random.split(jax.random.key(config.base_seed + 5), 64))
     k = the_plan.num_configs
@@ -565,11 +560,11 @@ def _fixed_rate(config: Config, the_plan: Plan, results: dict[str, Any], referen
                            "pass8": {}, "pass8_ci": {}, "pass8_diff": {}, "pass8_diff_ci": {}}
     for m in the_plan.methods:
         iv = _interval(STATISTIC, at[m], key=next(keys), config=config)
-        out["pass8"][m], out["pass8_ci"][m] = iv["point"], iv["ci"]
+        out["pass8"][m], out["pass8_ci"][m] = iv.point, [iv.low, iv.high]
         if m != reference:
             d = _interval("paired_difference", at[m], at[reference], key=next(keys),
                           config=config)
-            out["pass8_diff"][m], out["pass8_diff_ci"][m] = d["point"], d["ci"]
+            out["pass8_diff"][m], out["pass8_diff_ci"][m] = d.point, [d.low, d.high]
     return out
 
 
@@ -638,8 +633,8 @@ def _summarise(config, grid, the_plan, split, results, differences, stores, refe
         "pass8_diff_p_holm": holm,
         "rel_gain": {m: rel[m]["point"] for m in others},
         "rel_gain_ci": {m: rel[m]["ci"] for m in others},
-        "hard_pass8": {m: hard_iv[m]["point"] for m in methods},
-        "hard_pass8_ci": {m: hard_iv[m]["ci"] for m in methods},
+        "hard_pass8": {m: hard_iv[m].point for m in methods},
+        "hard_pass8_ci": {m: [hard_iv[m].low, hard_iv[m].high] for m in methods},
         "hard_rel_gain": {m: rel_hard[m]["point"] for m in others},
         "hard_rel_gain_ci": {m: rel_hard[m]["ci"] for m in others},
         "tuning_curve": {m: {"learning_rate": [r["learning_rate"] for r in the_plan.rows[m]],
@@ -656,7 +651,7 @@ def _summarise(config, grid, the_plan, split, results, differences, stores, refe
             "rel_gain": ({"method": rel[others[0]]["method"],
                           "coverage": rel[others[0]]["coverage"],
                           "coverage_of": "paired_difference"} if others else None),
-            "hard": {"note": hard_iv[reference]["note"]},
+            "hard": {"note": hard_iv[reference].note.rstrip(".")},
         },
         "rollouts_total": {m: float(np.mean(won[m]["rollouts"])) for m in methods},
         "updates": {m: float(np.mean(won[m]["updates"])) for m in methods},

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from rljax import io
-from rljax.config import ConfigError, require_int
-from rljax.report import Figure, figures_table, format_number
+from rljax.config import ConfigError, check_fields, param
+from rljax.report import Figure, figures_table, format_number, pyplot
 from rljax.stats.reported import reported_interval
 from rljax.sweep import DEFAULT_BLOCK_SIZE, Sweep
 
@@ -37,16 +37,21 @@ PLOT_GROUP_SIZES = (2, 4, 8, 16, 64)
 
 @dataclass(frozen=True)
 class Config:
-    """``seeds`` = sampled groups per probability (>= 100,000 for the issue's figure)."""
+    """The study's knobs (``rljax run grpo-signal --set name=value``)."""
 
-    seeds: int = 131_072
-    block_size: int = 8 * DEFAULT_BLOCK_SIZE
-    base_seed: int = 0
-    group_size: int = 8
-    probabilities: str = ",".join(str(p) for p in PROBABILITIES)
-    bootstrap_reps: int = 2000
+    seeds: int = param(131_072, "sampled groups per probability (>= 100,000 for the issue's "
+                       "figure)", sweep=False, low=1)
+    block_size: int = param(8 * DEFAULT_BLOCK_SIZE, "seeds per compiled block", sweep=False,
+                            low=1)
+    base_seed: int = param(0, "the sweep's base seed (32-bit keys, + small offsets)",
+                           sweep=False, low=0, high=2**31 - 1)
+    group_size: int = param(8, "G, completions per group", sweep=False, low=2)
+    probabilities: str = param(",".join(str(p) for p in PROBABILITIES),
+                               "solve rates p in [0, 1], comma-separated", sweep=False)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
 
     def probability_list(self) -> list[float]:
+        """The probabilities of ``probabilities``, in the order given."""
         try:
             values = [float(p) for p in self.probabilities.split(",") if p.strip()]
         except ValueError:
@@ -55,15 +60,12 @@ class Config:
         return values
 
     def validate(self) -> None:
-        require_int("seeds", self.seeds, 1)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
-        require_int("group_size", self.group_size, 2)
+        """Raise :class:`ConfigError` naming the first invalid field."""
+        check_fields(self)
         values = self.probability_list()
         if not values or any(not 0.0 <= p <= 1.0 for p in values):
             raise ConfigError(f"probabilities: must be comma-separated numbers in [0, 1], got "
                               f"{self.probabilities!r}")
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
 
 
 def analytic_signal_fraction(p: np.ndarray | float, group_size: int) -> np.ndarray:
@@ -85,11 +87,12 @@ def make_train(config: Config):
     return train
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     """Run the study; writes results.parquet, summary.json, report.md, signal_fraction.png."""
     probs = config.probability_list()
     result = Sweep(make_train(config), base_seed=config.base_seed,
-                   block_size=config.block_size).run(config.seeds, desc=NAME)
+                   block_size=config.block_size).run(config.seeds, desc=NAME,
+                                                  options=options)
     signal = np.asarray(result.outputs["signal"])  # [S, num_p]
     keys = jax.random.split(jax.random.key(config.base_seed + 1), len(probs))
     table: dict[str, dict[str, Any]] = {}
@@ -127,11 +130,7 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
 
 
 def _plot(table, config: Config, out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     grid = np.linspace(0.0, 1.0, 401)
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for g in PLOT_GROUP_SIZES:
@@ -147,6 +146,8 @@ def _plot(table, config: Config, out_dir: Path) -> None:
 
 
 def report_markdown(summary: dict[str, Any], config: Config) -> str:
+    """The study's report.md: the sampled fractions with intervals, a reading, the
+    procedure."""
     figures = [
         Figure(f"p = {p}: signal fraction (sampled)", v["empirical"], *v["empirical_ci"],
                f"analytic {v['analytic']:.6f}")

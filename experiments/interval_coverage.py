@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from rljax import io
-from rljax.config import ConfigError, require_float, require_int
+from rljax.config import ConfigError, check_fields, param
 from rljax.stats import coverage as cov
 from rljax.stats.small_sample import METHODS_BY_STATISTIC
 
@@ -53,18 +53,30 @@ class Config:
     ``sims_closed_form`` datasets at and above ``large_n`` (they cost no resampling, and
     200 datasets leave a coverage's MC error at 0.015)."""
 
-    sims: int = 1000
-    reps: int = 499
-    sims_large: int = 200
-    reps_large: int = 199
-    large_n: int = 1000
-    sims_closed_form: int = 2000
-    sizes: str = "3,5,8,16,32,64,1000"
-    statistics: str = ",".join(STATISTICS)
-    prompts: int = 64
-    confidence: float = 0.95
-    threshold: float = 0.93
-    base_seed: int = 0
+    sims: int = param(1000, "datasets per cell below large_n seeds", sweep=False, low=20,
+                      high=10**6)
+    reps: int = param(499, "bootstrap resamples per dataset below large_n", sweep=False,
+                      low=19, high=10**5)
+    sims_large: int = param(200, "datasets per cell at and above large_n", sweep=False,
+                            low=20, high=10**6)
+    reps_large: int = param(199, "bootstrap resamples per dataset at and above large_n",
+                            sweep=False, low=19, high=10**5)
+    large_n: int = param(1000, "the seeds from which sims_large / reps_large apply",
+                         sweep=False, low=3, high=MAX_SIZE + 1)
+    sims_closed_form: int = param(2000, "datasets per cell of the methods that resample "
+                                  "nothing, at and above large_n", sweep=False, low=20,
+                                  high=10**6)
+    sizes: str = param("3,5,8,16,32,64,1000", "the simulated numbers of seeds, "
+                       "comma-separated", sweep=False)
+    statistics: str = param(",".join(STATISTICS), "the simulated statistics, "
+                            "comma-separated", sweep=False)
+    prompts: int = param(64, "prompts of the two-way (seeds x prompts) designs", sweep=False,
+                         low=2, high=4096)
+    confidence: float = param(0.95, "the intervals' nominal coverage", sweep=False, low=0.5,
+                              high=1.0, low_open=True, high_open=True)
+    threshold: float = param(0.93, "the coverage a recommended method must reach",
+                             sweep=False, low=0.0, high=1.0, low_open=True, high_open=True)
+    base_seed: int = param(0, "the simulations' seed", sweep=False, low=0, high=2**31 - 1)
 
     def size_list(self) -> list[int]:
         """The simulated sizes, sorted."""
@@ -94,21 +106,11 @@ class Config:
                                                                               self.reps)
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the first invalid field."""
-        require_int("sims", self.sims, 20, 10**6)
-        require_int("reps", self.reps, 19, 10**5)
-        require_int("sims_large", self.sims_large, 20, 10**6)
-        require_int("reps_large", self.reps_large, 19, 10**5)
-        require_int("large_n", self.large_n, 3, MAX_SIZE + 1)
-        require_int("sims_closed_form", self.sims_closed_form, 20, 10**6)
+        """Raise :class:`ConfigError` naming the first invalid field: each against its
+        declaration, then the lists and the largest simulated array."""
+        check_fields(self)
         sizes = self.size_list()
         statistics = self.statistic_list()
-        require_int("prompts", self.prompts, 2, 4096)
-        require_float("confidence", self.confidence, low=0.5, high=1.0, low_inclusive=False,
-                      high_inclusive=False)
-        require_float("threshold", self.threshold, low=0.0, high=1.0, low_inclusive=False,
-                      high_inclusive=False)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)
         for n in sizes:
             sims, _ = self.plan(n)
             if n >= self.large_n and self.sims_closed_form > sims:
@@ -123,8 +125,9 @@ class Config:
                                   f"{which}, sizes or prompts")
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     """Run the study; writes results.parquet, summary.json, report.md, coverage.png."""
+    # no sweep: the coverage simulations are plain numpy/JAX calls (options unused)
     start = time.perf_counter()
     sizes = config.size_list()
     rows: list[dict[str, Any]] = []

@@ -42,16 +42,25 @@ import numpy as np
 import pandas as pd
 
 from rljax import io, stats
-from rljax.config import ConfigError, require_float, require_int
+from rljax.config import ConfigError, check_fields, param, with_defaults
+from rljax.envs.arithmetic import ArithmeticTask, parse_levels
 from rljax.plots import plot_sample_efficiency
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
 from rljax.training.lm import (
     LMTrainConfig,
-    load_checkpoint_policy,
+    arithmetic_task,
+    check_lm_trainer,
     make_lm_trainer,
     training_step_memory,
+)
+from rljax.training.lm_config import (
+    LMArchitectureConfig,
+    LMDecoderConfig,
+    LMGRPOConfig,
+    LMPPOConfig,
+    config_from,
 )
 
 NAME = "lm-grpo"
@@ -62,100 +71,94 @@ DESCRIPTION = ("Tiny transformer on 1-digit addition and 2-digit addition/subtra
 
 RUNS = ("grpo", "format_only", "ppo")
 
-
-def parse_levels(levels: str) -> tuple[int, ...]:
-    """``"0,1"`` -> ``(0, 1)``; a one-line ``ConfigError`` naming ``levels`` otherwise."""
-    try:
-        return tuple(int(v) for v in levels.split(",") if v.strip())
-    except ValueError:
-        raise ConfigError(f"levels: must be comma-separated integers in 0..4, got "
-                          f"{levels!r}") from None
+TrainerArgs = tuple[LMTrainConfig, LMGRPOConfig | LMPPOConfig, LMDecoderConfig | None,
+                    ArithmeticTask]
+"""``make_lm_trainer``'s arguments for one arm: config, algorithm, decoder, task."""
 
 
 @dataclass(frozen=True)
-class Config:
-    """The study's knobs (``rljax run lm-grpo --set name=value``); see LMTrainConfig."""
+class Config(with_defaults(LMTrainConfig, eval_prompts=512), LMGRPOConfig,
+             LMArchitectureConfig):
+    """The study's knobs (``rljax run lm-grpo --set name=value``): the trainer's shared
+    :class:`~rljax.training.lm.LMTrainConfig` (with 512 evaluation prompts), GRPO's
+    :class:`~rljax.training.lm_config.LMGRPOConfig` (the grpo and format-only arms; the
+    PPO arm runs :class:`~rljax.training.lm_config.LMPPOConfig`'s defaults), the policy
+    (:class:`~rljax.training.lm_config.LMArchitectureConfig`), the arithmetic levels and
+    the run's shape. The format-only arm sets ``reward_accuracy = 0, reward_format = 1``.
+    """
 
-    seeds: int = 16
-    block_size: int = 16
-    base_seed: int = 0
-    levels: str = "0,1"
-    sft_steps: int = 150
-    rl_steps: int = 200
-    steps_per_chunk: int = 25
-    prompts_per_step: int = 16
-    group_size: int = 8
-    learning_rate: float = 3e-4
-    kl_beta: float = 0.0
-    mu: int = 1
-    width: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    eval_prompts: int = 512
-    run_format_only: bool = True
-    run_ppo: bool = True
-    measure_memory: bool = True
-    curriculum: str = "none"
-    architecture: str = "tiny"
-    checkpoint: str = ""
-    bootstrap_reps: int = 2000
+    seeds: int = param(16, "seeds per arm (ids 0 .. seeds - 1)", sweep=False, low=2)
+    block_size: int = param(16, "seeds per compiled block", sweep=False, low=1)
+    base_seed: int = param(0, "the sweeps' base seed", sweep=False, low=0, high=2**31 - 1)
+    levels: str = param("0,1", "comma-separated arithmetic levels to draw prompts from "
+                        "(rljax.envs.arithmetic; prompts of 8 columns)")
+    run_format_only: bool = param(True, "also run GRPO on the format reward alone",
+                                  sweep=False)
+    run_ppo: bool = param(True, "also run PPO on the same completions per step", sweep=False)
+    measure_memory: bool = param(True, "XLA's memory analysis of a GRPO and a PPO step",
+                                 sweep=False)
+    bootstrap_reps: int = param(2000, "bootstrap resamples of the intervals", sweep=False,
+                                low=1)
 
     def level_tuple(self) -> tuple[int, ...]:
+        """The levels as ints (``"0,1"`` -> ``(0, 1)``)."""
         return parse_levels(self.levels)
 
-    def train_config(self, run: str = "grpo") -> LMTrainConfig:
-        base = LMTrainConfig(
-            levels=self.level_tuple(), sft_steps=self.sft_steps, rl_steps=self.rl_steps,
-            steps_per_chunk=self.steps_per_chunk, prompts_per_step=self.prompts_per_step,
-            group_size=self.group_size, learning_rate=self.learning_rate,
-            kl_beta=self.kl_beta, mu=self.mu, width=self.width, num_layers=self.num_layers,
-            num_heads=self.num_heads, eval_prompts=self.eval_prompts,
-            curriculum=self.curriculum, architecture=self.architecture,
-            checkpoint=self.checkpoint)
+    def task(self) -> ArithmeticTask:
+        """The arithmetic task of every arm (its levels; 8 prompt columns, solutions of
+        ``max_new_tokens``)."""
+        return arithmetic_task(self, self.level_tuple())
+
+    def trainer_args(self, run: str = "grpo") -> TrainerArgs:
+        """``make_lm_trainer``'s arguments for arm ``run``: the shared config (format-only:
+        ``reward_accuracy = 0, reward_format = 1``), GRPO's config (PPO's defaults for
+        ``"ppo"``), the decoder config (``None``: TinyLM) and the task."""
+        config = config_from(LMTrainConfig, self)
         if run == "format_only":
-            return dataclasses.replace(base, reward_accuracy=0.0, reward_format=1.0)
-        if run == "ppo":
-            return dataclasses.replace(base, algorithm="ppo", curriculum="none")
-        return base
+            config = dataclasses.replace(config, reward_accuracy=0.0, reward_format=1.0)
+        algorithm = LMPPOConfig() if run == "ppo" else config_from(LMGRPOConfig, self)
+        return config, algorithm, self.decoder(), self.task()
 
     def validate(self) -> None:
-        require_int("seeds", self.seeds, 2)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
-        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
-        levels = self.level_tuple()
-        if not levels:
+        """One-line :class:`ConfigError` naming the first invalid field: each against its
+        declaration, then every arm's trainer values, then the checkpoint (read now)."""
+        check_fields(self)
+        if not self.level_tuple():
             raise ConfigError(f"levels: must name at least one level, got {self.levels!r}")
         try:
-            self.train_config().validate()
+            for run in self.runs():
+                check_lm_trainer(*self.trainer_args(run))
         except ValueError as err:
             message = str(err)
-            if message.split(":", 1)[0] not in {f.name for f in dataclasses.fields(self)}:
-                # a fixed LMTrainConfig field (prompt_length, max_new_tokens) the levels outgrow
+            name = message.split(":", 1)[0]
+            if name == "solution_length":  # the task's solution columns: max_new_tokens
+                message = "max_new_tokens" + message[len(name):]
+            elif name not in {f.name for f in dataclasses.fields(self)}:
+                # a fixed task setting (prompt_length) the levels outgrow
                 message = (f"levels: must fit this study's fixed LM settings ({message}), "
                            f"got {self.levels!r}")
             raise ConfigError(message) from None
         if self.checkpoint:  # read it now: a mismatch is a one-line error, nothing written
             try:
-                load_checkpoint_policy(self.train_config())
+                make_lm_trainer(*self.trainer_args())
             except ValueError as err:
                 raise ConfigError(str(err).splitlines()[0]) from None
             except OSError as err:  # a missing directory or file
                 raise ConfigError(f"checkpoint: {err}".splitlines()[0]) from None
 
     def runs(self) -> tuple[str, ...]:
+        """The arms this config runs, in order."""
         return tuple(r for r in RUNS if r == "grpo" or (r == "format_only" and self.run_format_only)
                      or (r == "ppo" and self.run_ppo))
 
 
-def train_run(config: Config, run: str) -> dict[str, Any]:
+def train_run(config: Config, run: str, options: Any = None) -> dict[str, Any]:
     """One arm over all seeds: ``{"logs": {...[S, C, K]}, "final": {...[S]}, timing}``."""
-    trainer = make_lm_trainer(config.train_config(run))
+    trainer = make_lm_trainer(*config.trainer_args(run))
     sweep = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
                          num_chunks=trainer.config.num_chunks, base_seed=config.base_seed,
                          block_size=config.block_size)
-    result = sweep.run(config.seeds, desc=f"{NAME}:{run}")
+    result = sweep.run(config.seeds, desc=f"{NAME}:{run}", options=options)
     return {"logs": result.outputs["logs"], "final": result.outputs["final"],
             "first_chunk_seconds": result.compile_seconds, "run_seconds": result.run_seconds}
 
@@ -180,7 +183,7 @@ class EvalSet:
 
 def eval_set(config: Config) -> EvalSet:
     """The evaluation set of ``config`` (the grpo arm's; every arm shares it)."""
-    trainer = make_lm_trainer(config.train_config())
+    trainer = make_lm_trainer(*config.trainer_args())
     problems = jax.device_get(trainer.eval_problems())
     task = trainer.task
     return EvalSet(levels=np.asarray(problems.level),
@@ -191,11 +194,11 @@ def eval_set(config: Config) -> EvalSet:
                                      for lv in task.held_out_levels})
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     """Run the study; writes results.parquet, summary.json, report.md and figures."""
     start = time.perf_counter()
-    arms = {name: train_run(config, name) for name in config.runs()}
-    memory = {name: (training_step_memory(make_lm_trainer(config.train_config(name)))
+    arms = {name: train_run(config, name, options) for name in config.runs()}
+    memory = {name: (training_step_memory(make_lm_trainer(*config.trainer_args(name)))
                      if config.measure_memory else None) for name in ("grpo", "ppo")}
     keys = iter(jax.random.split(jax.random.key(config.base_seed + 7), 32))
     evals = eval_set(config)
@@ -231,7 +234,7 @@ def run(config: Config, out_dir: Path) -> dict[str, Any]:
         "accuracy_gain": gain,
         "accuracy_gain_ci": gain_ci,
         "eval_set": {
-            "eval_seed": config.train_config().eval_seed,
+            "eval_seed": config.eval_seed,
             "prompts": int(evals.levels.shape[0]),
             "held_out_prompts": int(evals.held_out.sum()),
             "training_prompts": int(training.sum()),
@@ -442,7 +445,7 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "Held out means disjoint: every problem of a level with at least 1000 distinct "
         "problems is assigned to the training or the eval split by a fixed hash "
         "(rljax.envs.arithmetic.problem_hash, eval fraction "
-        f"{config.train_config().eval_fraction:g}); warm-up and RL draw only training "
+        f"{config.task().eval_fraction:g}); warm-up and RL draw only training "
         "problems. The evaluation set is ONE fixed draw (eval_seed "
         f"{ev['eval_seed']}) of {ev['prompts']} prompts, levels in turn, shared by all "
         "seeds and arms: "

@@ -1,6 +1,7 @@
 """Study ``lm-variants``: GRPO and five published variants, each tuned with an equal budget.
 
-The arms (the knobs of :class:`rljax.training.lm.LMTrainConfig`; the formulas are in
+The arms (each a :class:`rljax.training.lm_config.LMGRPOConfig` and, for the clip, the
+shared :class:`rljax.training.lm.LMTrainConfig`'s fields; the formulas are in
 :mod:`rljax.algorithms.grpo`):
 
 ===============  ===========================================================================
@@ -19,11 +20,14 @@ reinforce_pp     REINFORCE++: group-free, batch-whitened advantages, ``token-mea
                  Hu et al. (2025)
 ===============  ===========================================================================
 
-Every arm has no KL term (``kl_beta = 0``), ``mu`` inner iterations per batch (2 by default:
-with one, every ratio is 1 and no clip can act), the same prompts and completions per step
-(equal rollouts: DAPO's dynamic sampling is the equal-budget form, see
-:class:`~rljax.training.lm.LMTrainConfig`), the same warm-up (seed ``i``'s key is the same in
-every arm, so its supervised warm-up is bitwise the same) and the same evaluation prompts.
+Every arm shares the study's :class:`~rljax.training.lm.LMTrainConfig` fields except those
+its settings above name (DAPO's and GSPO's clip; DAPO's overlong shaping, ``L_max =
+max_new_tokens`` and ``L_cache = dapo_overlong_cache``): no KL term (``kl_beta = 0`` by
+default), ``mu`` inner iterations per batch (2 by default: with one, every ratio is 1 and no
+clip can act), the same prompts and completions per step (equal rollouts: DAPO's dynamic
+sampling is the equal-budget form, see :mod:`rljax.training.lm`), the same warm-up (seed
+``i``'s key is the same in every arm, so its supervised warm-up is bitwise the same) and the
+same evaluation prompts. The learning rate is each arm's own: tuned over ``lr_grid``.
 
 **Tuning.** Each arm's learning rate is chosen from the same grid (``lr_grid``, ``K``
 rates) on the same ``tuning_seeds`` seeds by the mean final held-out accuracy; only the
@@ -63,14 +67,20 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from experiments.lm_grpo import parse_levels
 from rljax import io, stats
-from rljax.config import ConfigError, require_int
+from rljax.config import ConfigError, check_fields, param, with_defaults
+from rljax.envs.arithmetic import ArithmeticTask, parse_levels
 from rljax.plots import plot_sample_efficiency
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
-from rljax.training.lm import LMTrainConfig, make_lm_trainer
+from rljax.training.lm import LMTrainConfig, arithmetic_task, check_lm_trainer, make_lm_trainer
+from rljax.training.lm_config import (
+    LMArchitectureConfig,
+    LMDecoderConfig,
+    LMGRPOConfig,
+    config_from,
+)
 
 NAME = "lm-variants"
 SUPPORTS_TENSORBOARD = True  # its ChunkedSweeps write `rljax run --tensorboard DIR` logs
@@ -91,48 +101,54 @@ ARMS: dict[str, dict[str, Any]] = {
     "rloo": {"advantage": "leave_one_out", "aggregation": "sequence-mean-token-mean"},
     "reinforce_pp": {"advantage": "reinforce_pp", "aggregation": "token-mean"},
 }
+"""Each arm's settings: :class:`~rljax.training.lm_config.LMGRPOConfig` fields, the clip
+(:class:`~rljax.training.lm.LMTrainConfig` fields), and ``overlong`` (DAPO's overlong
+shaping: ``L_max = max_new_tokens``, ``L_cache = dapo_overlong_cache``)."""
 REFERENCE = "grpo"
 CURVES = ("eval_held_out_accuracy", "accuracy", "entropy", "response_length_correct",
           "response_length_incorrect")
+TrainerArgs = tuple[LMTrainConfig, LMGRPOConfig, LMDecoderConfig | None, ArithmeticTask]
+"""``make_lm_trainer``'s arguments for one arm: config, algorithm, decoder, task."""
+
+_Defaults = with_defaults(LMTrainConfig, max_new_tokens=16, sft_steps=300, rl_steps=100,
+                          prompts_per_step=8, mu=2)
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(_Defaults, LMArchitectureConfig):
     """The study's knobs (``rljax run lm-variants --set name=value``).
 
     ``seeds`` are the evaluation seeds of every arm's winner; ``tuning_seeds`` (disjoint,
     ids ``0 ..``) pick each arm's learning rate from ``lr_grid``; ``arms`` is a
     comma-separated subset of :data:`ARMS` that must contain ``grpo`` (the reference).
-    The rest are :class:`rljax.training.lm.LMTrainConfig` fields shared by every arm
-    (``architecture="decoder"`` for the Llama-style decoder; ``checkpoint`` a local
-    Hugging Face-layout directory to start every seed from, docs/hf_checkpoints.md).
+    The trainer's shared :class:`rljax.training.lm.LMTrainConfig` fields (this study's
+    defaults: 16 completion tokens, 300 warm-up steps, 100 RL steps of 8 prompts, mu 2)
+    apply to every arm except where the arm's settings name the field; ``learning_rate``
+    is not read (each arm's rate is tuned over ``lr_grid``), so only its default is
+    accepted. The policy is :class:`rljax.training.lm_config.LMArchitectureConfig`'s
+    (``architecture="decoder"`` for the Llama-style decoder; ``checkpoint`` a local Hugging
+    Face-layout directory to start every seed from, docs/hf_checkpoints.md).
     """
 
-    seeds: int = 16
-    tuning_seeds: int = 2
-    block_size: int = 2
-    base_seed: int = 0
-    arms: str = ",".join(ARMS)
-    lr_grid: str = "1e-4,3e-4,1e-3"
-    levels: str = "4"
-    prompt_length: int = 11
-    max_new_tokens: int = 16
-    sft_steps: int = 300
-    rl_steps: int = 100
-    steps_per_chunk: int = 25
-    prompts_per_step: int = 8
-    group_size: int = 8
-    mu: int = 2
-    overlong_cache: int = 3
-    width: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    eval_prompts: int = 256
-    architecture: str = "tiny"
-    checkpoint: str = ""
-    bootstrap_reps: int = 2000
+    seeds: int = param(16, "evaluation seeds of every arm's winner", sweep=False, low=2)
+    tuning_seeds: int = param(2, "seeds that pick each arm's learning rate (ids 0 ..)",
+                              sweep=False, low=2)
+    block_size: int = param(2, "seeds per compiled block", sweep=False, low=1)
+    base_seed: int = param(0, "the sweeps' base seed", sweep=False, low=0, high=2**31 - 1)
+    arms: str = param(",".join(ARMS), "comma-separated arms (ARMS), including grpo",
+                      sweep=False)
+    lr_grid: str = param("1e-4,3e-4,1e-3", "comma-separated learning rates each arm is "
+                         "tuned over", sweep=False)
+    levels: str = param("4", "comma-separated arithmetic levels (one with a held-out split: "
+                        "1, 2 or 4)")
+    prompt_length: int = param(11, "the task's prompt columns (with BOS)", low=1)
+    dapo_overlong_cache: int = param(3, "the DAPO arms' overlong L_cache (their L_max is "
+                                     "max_new_tokens)", low=0)
+    bootstrap_reps: int = param(2000, "bootstrap resamples of the intervals", sweep=False,
+                                low=1)
 
     def arm_names(self) -> tuple[str, ...]:
+        """The arms, in order (one-line ``ConfigError`` naming ``arms`` if invalid)."""
         names = tuple(a.strip() for a in self.arms.split(",") if a.strip())
         unknown = [a for a in names if a not in ARMS]
         if unknown or not names or REFERENCE not in names or len(set(names)) != len(names):
@@ -141,6 +157,8 @@ class Config:
         return names
 
     def learning_rates(self) -> tuple[float, ...]:
+        """The learning-rate grid (one-line ``ConfigError`` naming ``lr_grid`` if
+        invalid)."""
         try:
             rates = tuple(float(v) for v in self.lr_grid.split(",") if v.strip())
         except ValueError:
@@ -151,45 +169,55 @@ class Config:
         return rates
 
     def level_tuple(self) -> tuple[int, ...]:
+        """The levels as ints (``"1,4"`` -> ``(1, 4)``)."""
         return parse_levels(self.levels)
 
-    def train_config(self, arm: str = REFERENCE, learning_rate: float | None = None
-                     ) -> LMTrainConfig:
-        """The LMTrainConfig of ``arm`` at ``learning_rate`` (default: the grid's first)."""
+    def task(self) -> ArithmeticTask:
+        """The arithmetic task of every arm (its levels, ``prompt_length`` columns,
+        solutions of ``max_new_tokens``)."""
+        return arithmetic_task(self, self.level_tuple(), self.prompt_length)
+
+    def trainer_args(self, arm: str = REFERENCE, learning_rate: float | None = None
+                     ) -> TrainerArgs:
+        """``make_lm_trainer``'s arguments for ``arm`` at ``learning_rate`` (default: the
+        grid's first): the shared config with the arm's clip and overlong shaping, the
+        arm's GRPO config, the decoder config (``None``: TinyLM) and the task."""
         knobs = dict(ARMS[arm])
-        overlong = knobs.pop("overlong", False)
-        if overlong:
-            knobs.update(overlong_max_length=self.max_new_tokens,
-                         overlong_cache=self.overlong_cache)
+        shared = {name: knobs.pop(name) for name in list(knobs)
+                  if name in _TRAIN_FIELDS}
+        if knobs.pop("overlong", False):
+            shared.update(overlong_max_length=self.max_new_tokens,
+                          overlong_cache=self.dapo_overlong_cache)
         rate = self.learning_rates()[0] if learning_rate is None else learning_rate
-        return LMTrainConfig(
-            levels=self.level_tuple(), prompt_length=self.prompt_length,
-            max_new_tokens=self.max_new_tokens, sft_steps=self.sft_steps,
-            rl_steps=self.rl_steps, steps_per_chunk=self.steps_per_chunk,
-            prompts_per_step=self.prompts_per_step, group_size=self.group_size,
-            learning_rate=float(rate), mu=self.mu, width=self.width,
-            num_layers=self.num_layers, num_heads=self.num_heads,
-            eval_prompts=self.eval_prompts, architecture=self.architecture,
-            checkpoint=self.checkpoint, kl_beta=0.0, **knobs)
+        config = dataclasses.replace(config_from(LMTrainConfig, self),
+                                     learning_rate=float(rate), **shared)
+        return config, LMGRPOConfig(**knobs), self.decoder(), self.task()
 
     def validate(self) -> None:
-        require_int("seeds", self.seeds, 2)
-        require_int("tuning_seeds", self.tuning_seeds, 2)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
+        """One-line :class:`ConfigError` naming the first invalid field: each against its
+        declaration, the arms, grid and levels, every arm's trainer values, then the
+        checkpoint (read now) and the task's held-out levels."""
+        check_fields(self)
+        default_rate = LMTrainConfig.__dataclass_fields__["learning_rate"].default
+        if self.learning_rate != default_rate:
+            raise ConfigError(f"learning_rate: not read by lm-variants (each arm's rate is "
+                              f"tuned over lr_grid); set lr_grid instead, got "
+                              f"{self.learning_rate!r}")
         names = self.arm_names()
         self.learning_rates()
         if not self.level_tuple():
             raise ConfigError(f"levels: must name at least one level, got {self.levels!r}")
+        if self.dapo_overlong_cache > self.max_new_tokens - 1:
+            raise ConfigError(f"dapo_overlong_cache: must be an integer in [0, max_new_tokens "
+                              f"- 1 = {self.max_new_tokens - 1}], got "
+                              f"{self.dapo_overlong_cache!r}")
         for arm in names:
             try:
-                self.train_config(arm).validate()
+                check_lm_trainer(*self.trainer_args(arm))
             except ValueError as err:
                 raise ConfigError(_study_message(str(err), self)) from None
-        require_int("overlong_cache", self.overlong_cache, 0, self.max_new_tokens - 1)
         try:  # reads a checkpoint, if any, and checks it fits the task
-            trainer = make_lm_trainer(self.train_config())
+            trainer = make_lm_trainer(*self.trainer_args())
         except ValueError as err:
             raise ConfigError(str(err).splitlines()[0]) from None
         except OSError as err:  # a missing directory or file
@@ -199,8 +227,11 @@ class Config:
                               f"{self.levels!r}")
 
 
+_TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(LMTrainConfig))
+
+
 def _study_message(message: str, config: Config) -> str:
-    """An LMTrainConfig / task error in the study's field names (the task's
+    """A trainer or task error in the study's field names (the task's
     ``solution_length`` is the study's ``max_new_tokens``)."""
     name = message.split(":", 1)[0]
     if name == "solution_length":
@@ -221,7 +252,7 @@ def held_out_scores(correct: np.ndarray, held_out: np.ndarray) -> np.ndarray:
 
 
 def _runner(config: Config, arm: str, held_out: np.ndarray, store: dict[str, Any],
-            split: Any) -> Any:
+            split: Any, options: Any = None) -> Any:
     """``run_configs(indices, first_seed, num_seeds) -> [k, num_seeds]`` final held-out
     accuracy for :func:`rljax.tune.tune`; every call's outputs are kept in ``store``."""
     rates = config.learning_rates()
@@ -229,7 +260,7 @@ def _runner(config: Config, arm: str, held_out: np.ndarray, store: dict[str, Any
 
     def sweep_for(i: int) -> ChunkedSweep:
         if i not in sweeps:
-            trainer = make_lm_trainer(config.train_config(arm, rates[i]))
+            trainer = make_lm_trainer(*config.trainer_args(arm, rates[i]))
             sweeps[i] = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
                                      num_chunks=trainer.config.num_chunks,
                                      base_seed=config.base_seed, block_size=config.block_size)
@@ -240,7 +271,8 @@ def _runner(config: Config, arm: str, held_out: np.ndarray, store: dict[str, Any
         scores, outputs, seconds = [], [], 0.0
         for i in np.asarray(indices, np.int64):
             result = sweep_for(int(i)).run(int(num_seeds), first_seed=int(first_seed),
-                               desc=f"{NAME}:{arm}:lr={rates[int(i)]:g}:{phase}")
+                               desc=f"{NAME}:{arm}:lr={rates[int(i)]:g}:{phase}",
+                               options=options)
             seconds += result.compile_seconds + result.run_seconds
             outputs.append({"logs": {k: np.asarray(v) for k, v in result.outputs["logs"].items()
                                      if k in CURVES or k == "length"},
@@ -254,19 +286,19 @@ def _runner(config: Config, arm: str, held_out: np.ndarray, store: dict[str, Any
     return run_configs
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     """Tune, evaluate and compare every arm; writes results.parquet, summary.json,
     report.md and the curves (accuracy.png, entropy.png, length_incorrect.png)."""
     from rljax.tune import equal_budget, seed_split
 
     start = time.perf_counter()
     config.validate()
-    trainer = make_lm_trainer(config.train_config())
+    trainer = make_lm_trainer(*config.trainer_args())
     held_out = np.asarray(trainer.eval_held_out())
     split = seed_split(tuning_seeds=config.tuning_seeds, evaluation_seeds=config.seeds)
     arms = config.arm_names()
     stores: dict[str, dict[str, Any]] = {a: {} for a in arms}
-    runners = {a: _runner(config, a, held_out, stores[a], split) for a in arms}
+    runners = {a: _runner(config, a, held_out, stores[a], split, options) for a in arms}
     keys = iter(jax.random.split(jax.random.key(config.base_seed + 17), 256))
     compared = equal_budget(runners, num_configs={a: len(config.learning_rates()) for a in arms},
                             split=split, key=next(keys), reps=config.bootstrap_reps,
@@ -449,7 +481,7 @@ def summarise(config: Config, compared: Any, winners: dict[str, Any], held_out: 
                      "group_size": config.group_size, "mu": config.mu,
                      "levels": list(config.level_tuple()), "sft_steps": config.sft_steps,
                      "max_new_tokens": config.max_new_tokens},
-        "eval_set": {"eval_seed": config.train_config().eval_seed,
+        "eval_set": {"eval_seed": config.eval_seed,
                      "prompts": int(held_out.shape[0]),
                      "held_out_prompts": int(held_out.sum())},
         "per_arm": per_arm,

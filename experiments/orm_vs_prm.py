@@ -37,27 +37,33 @@ swept field, and ``summary.json`` holds the headline figures per configuration
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import numpy as np
 import pandas as pd
 
-from experiments.chain_training import make_chain_train
 from rljax import io, stats
 from rljax.advantages import BASELINES
-from rljax.config import ConfigError, require_choice, require_float, require_int
+from rljax.config import ConfigError, check_fields, param, require_choice, traced_fields
 from rljax.envs import REWARD_MODES
 from rljax.grid import Grid, grid_columns, run_grid, single_grid
 from rljax.nonfinite import NONFINITE_STEP
-from rljax.report import Figure, figures_table, format_number
+from rljax.report import (
+    Figure,
+    figures_table,
+    finite_or_none,
+    format_interval,
+    format_number,
+    pyplot,
+)
 from rljax.stats.reported import reported_interval
 from rljax.sweep import DEFAULT_BLOCK_SIZE
+from rljax.training.chain import make_chain_train
 
 NAME = "orm-vs-prm"
 DESCRIPTION = "Outcome vs process rewards on a 5-step chain: episodes to 50 % success (REINFORCE)"
@@ -67,54 +73,45 @@ DESCRIPTION = "Outcome vs process rewards on a 5-step chain: episodes to 50 % su
 class Config:
     """Configuration of the study (every field settable with ``--set key=value``)."""
 
-    TRACED: ClassVar[tuple[str, ...]] = ("learning_rate", "baseline_init", "baseline_rate")
-    STRUCTURAL: ClassVar[tuple[str, ...]] = ("baseline", "chain_length")
-    seeds: int = 4096
-    block_size: int = DEFAULT_BLOCK_SIZE
-    base_seed: int = 0
-    modes: str = "orm,prm"
-    chain_length: int = 5
-    episodes: int = 400
-    learning_rate: float = 0.1
-    baseline: str = "ema"
-    baseline_init: float = 0.5
-    baseline_rate: float = 0.05
-    window: int = 30
-    threshold: float = 0.5
-    bootstrap_reps: int = 2000
-    confidence: float = 0.95
+    seeds: int = param(4096, "seeds (ids 0 .. seeds - 1)", sweep=False, low=1)
+    block_size: int = param(DEFAULT_BLOCK_SIZE, "seeds per compiled block", sweep=False,
+                            low=1)
+    base_seed: int = param(0, "the sweep's base seed (32-bit keys, + small offsets)",
+                           sweep=False, low=0, high=2**31 - 1)
+    modes: str = param("orm,prm", "the reward modes, comma-separated", sweep=False)
+    chain_length: int = param(5, "steps of the chain", low=1)
+    episodes: int = param(400, "episodes per seed", sweep=False, low=1)
+    learning_rate: float = param(0.1, "SGD step size", traced=True, low=0.0, low_open=True)
+    baseline: str = param("ema", "the REINFORCE baseline", choices=tuple(BASELINES))
+    baseline_init: float = param(0.5, "the EMA baseline's start", traced=True)
+    baseline_rate: float = param(0.05, "the EMA baseline's rate", traced=True, low=0.0,
+                                 high=1.0, low_open=True)
+    window: int = param(30, "episodes of the trailing success window", sweep=False, low=1)
+    threshold: float = param(0.5, "the success rate counted as reached", sweep=False,
+                             low=0.0, high=1.0)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
+    confidence: float = param(0.95, "the intervals' confidence", sweep=False, low=0.0,
+                              high=1.0, low_open=True, high_open=True)
 
     def mode_list(self) -> list[str]:
+        """The reward modes of ``modes``, in the order given."""
         return [m.strip() for m in self.modes.split(",") if m.strip()]
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the first invalid field."""
-        require_int("seeds", self.seeds, 1)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
+        """Raise :class:`ConfigError` naming the first invalid field: each against its
+        declaration, then ``modes`` and the ``baseline`` this study can run."""
+        check_fields(self)
         modes = self.mode_list()
         if not modes or len(set(modes)) != len(modes):
             raise ConfigError(f"modes: must be distinct reward modes from {REWARD_MODES}, "
                               f"got {self.modes!r}")
         for mode in modes:
             require_choice("modes", mode, REWARD_MODES)
-        require_int("chain_length", self.chain_length, 1)
-        require_int("episodes", self.episodes, 1)
-        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
-        require_choice("baseline", self.baseline, tuple(BASELINES))
         if self.baseline in ("group_mean", "leave_one_out"):
             raise ConfigError(
                 f"baseline: {self.baseline} needs groups of >= 2 episodes; this study runs one "
                 "episode per update, use ema or none"
             )
-        require_float("baseline_init", self.baseline_init)
-        require_float("baseline_rate", self.baseline_rate, low=0.0, high=1.0,
-                      low_inclusive=False)
-        require_int("window", self.window, 1)
-        require_float("threshold", self.threshold, low=0.0, high=1.0)
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
-        require_float("confidence", self.confidence, low=0.0, high=1.0, low_inclusive=False,
-                      high_inclusive=False)
 
 
 def trailing_success_rate(success: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
@@ -191,9 +188,9 @@ def analyse(success: dict[str, np.ndarray], config: Config, key: jax.Array) -> d
             ep50[(mode, variant)] = e
             ci = _interval("median", e, key=next(keys), config=config, notes=notes)
             suffix = "_as_written" if variant == "as_written" else ""
-            out[f"{mode}_ep50_median{suffix}"] = _finite_or_none(float(np.median(e)))
-            out[f"{mode}_ep50_median{suffix}_ci"] = [_finite_or_none(ci.low),
-                                                      _finite_or_none(ci.high)]
+            out[f"{mode}_ep50_median{suffix}"] = finite_or_none(np.median(e))
+            out[f"{mode}_ep50_median{suffix}_ci"] = [finite_or_none(ci.low),
+                                                      finite_or_none(ci.high)]
             out[f"{mode}_never_reached{suffix}"] = float(np.mean(np.isinf(e)))
         final = np.asarray(s[:, -config.window:], np.float32).mean(axis=1)
         ci = _interval("mean", final, key=next(keys), config=config, notes=notes)
@@ -206,25 +203,21 @@ def analyse(success: dict[str, np.ndarray], config: Config, key: jax.Array) -> d
                 ratio = float(np.median(a) / np.median(b))
                 ci = _interval("ratio_of_medians", a, b, key=next(keys), config=config,
                                notes=notes)
-            out[f"ep50_ratio{suffix}"] = _finite_or_none(ratio)
-            out[f"ep50_ratio{suffix}_ci"] = [_finite_or_none(ci.low), _finite_or_none(ci.high)]
+            out[f"ep50_ratio{suffix}"] = finite_or_none(ratio)
+            out[f"ep50_ratio{suffix}_ci"] = [finite_or_none(ci.low), finite_or_none(ci.high)]
     out["interval_notes"] = notes
     return out
-
-
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
 
 
 def make_train(config: Config, mode: str) -> Callable[..., dict[str, jax.Array]]:
     """One seed's training for reward ``mode``: ``train(key, hparams) -> {"success": bool
     [episodes], NONFINITE_STEP: int32 []}``.
 
-    ``hparams`` holds the traced fields (``Config.TRACED``: ``learning_rate``,
-    ``baseline_init``, ``baseline_rate``, scalars); they are read from it, never from
-    ``config``, so one compiled program runs any of their values. ``config`` supplies the
-    structural fields (``baseline``, ``chain_length``) and ``episodes``. The run is
-    :func:`experiments.chain_training.make_chain_train`'s (its final logits dropped, so
+    ``hparams`` holds the traced fields (``learning_rate``, ``baseline_init``,
+    ``baseline_rate``, scalars); they are read from it, never from ``config``, so one
+    compiled program runs any of their values. ``config`` supplies the structural fields
+    (``baseline``, ``chain_length``) and ``episodes``. The run is
+    :func:`rljax.training.chain.make_chain_train`'s (its final logits dropped, so
     configurations of different chain lengths have outputs of one shape).
     """
 
@@ -243,26 +236,27 @@ def make_train(config: Config, mode: str) -> Callable[..., dict[str, jax.Array]]
     return train
 
 
-def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, grid: Grid | None = None,
+        options: Any = None) -> dict[str, Any]:
     """Run the study and write config-independent results into ``out_dir``.
 
     Writes ``results.parquet`` (seed x mode x step = episode: ``success``), ``summary.json``,
     ``report.md``, ``learning_curves.png`` and ``ep50_distribution.png``; returns the
-    summary dict. With ``grid`` (a :class:`rljax.grid.Grid` over ``Config.TRACED`` /
-    ``Config.STRUCTURAL`` fields) every configuration runs on the same seeds (paired);
+    summary dict. With ``grid`` (a :class:`rljax.grid.Grid` over the traced and
+    structural fields) every configuration runs on the same seeds (paired);
     ``results.parquet`` gains ``config`` and the swept fields, ``summary["configs"]`` lists
     each configuration's figures, and no plots are drawn. Without one, the traced values
     still go through a one-row table.
     """
-    table = single_grid(config, Config.TRACED) if grid is None else grid
+    table = single_grid(config, traced_fields(Config)) if grid is None else grid
     configs = table.configs(config)
     success: dict[str, np.ndarray] = {}  # mode -> [K, S, E]
     compile_seconds = run_seconds = timed_episodes = 0.0
     num_rounds, programs, num_devices = 0, 0, len(jax.devices())
     for mode in config.mode_list():
-        result = run_grid(lambda c, m=mode: make_train(c, m), configs, Config.TRACED,
+        result = run_grid(lambda c, m=mode: make_train(c, m), configs, None,
                           config.seeds, base_seed=config.base_seed,
-                          block_size=config.block_size, desc=mode)
+                          block_size=config.block_size, desc=mode, options=options)
         success[mode] = np.asarray(result.outputs["success"], dtype=bool)
         compile_seconds += result.compile_seconds
         run_seconds += result.run_seconds
@@ -339,11 +333,7 @@ def results_table(success: dict[str, np.ndarray],
 
 
 def _write_plots(success: dict[str, np.ndarray], config: Config, out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     stride = max(1, config.episodes // 100)
     checkpoints = np.arange(stride - 1, config.episodes, stride)
     rates = {mode: trailing_success_rate(s, config.window)[0][:, checkpoints]
@@ -483,8 +473,7 @@ def grid_report_markdown(summary: dict[str, Any], config: Config) -> str:
 
 
 def _with_ci(point: float | None, ci: list[float | None]) -> str:
-    return (f"{format_number(_inf_if_none(point))} [{format_number(_inf_if_none(ci[0]))}, "
-            f"{format_number(_inf_if_none(ci[1]))}]")
+    return format_interval(*(_inf_if_none(x) for x in (point, *ci)))
 
 
 def reading(summary: dict[str, Any]) -> str:
@@ -526,8 +515,3 @@ def _note(summary: dict[str, Any], statistic: str) -> str:
 
 def _inf_if_none(x: float | None) -> float:
     return math.inf if x is None else x
-
-
-def config_fields() -> list[str]:
-    """Names of the config fields (for ``--set``)."""
-    return [f.name for f in dataclasses.fields(Config)]

@@ -52,86 +52,63 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rljax import io, stats
-from rljax.config import ConfigError, require_float, require_int
+from rljax import io, sensitivity, stats
+from rljax.config import ConfigError, param
 from rljax.envs import CartPole
-from rljax.grid import Grid, split_structural
-from rljax.nonfinite import NONFINITE_STEP
+from rljax.grid import Grid, grid_columns, run_grid
 from rljax.policies import mlp_actor_critic
-from rljax.report import Figure, figures_table, format_number
+from rljax.report import Figure, figures_table, format_number, pyplot
+from rljax.stats import clopper_pearson
 from rljax.stats.reported import reported_interval
-from rljax.sweep import ChunkedSweep
 from rljax.training import final_returns
-from rljax.training.chunking import MAX_TOTAL_STEPS, auto_chunk_updates, chunk_size_error
-from rljax.training.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer, train_config_from
+from rljax.training.chunking import auto_chunk_updates, chunk_size_error
+from rljax.training.episode_returns import (
+    binned_returns,
+    chunked_runs,
+    chunked_timing,
+    ppo_results_table,
+)
+from rljax.training.ppo import PPOTrainConfig, make_ppo_chunks, ppo_optimizer
 
 NAME = "ppo-cartpole"
 SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs
 DESCRIPTION = "PPO on CartPole-v1: IQM return curve, final return, env steps/s, critic memory"
 
-METRIC_COLUMNS = ("loss", "policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
 RETURN_CAP = 500.0  # CartPole-v1's episode limit: the largest return an episode can have
 AT_CAP = RETURN_CAP - 0.5  # a seed whose final-window mean return is >= this is at the cap
 
 
 @dataclass(frozen=True)
-class Config:
-    """Configuration of the study (every field settable with ``--set key=value``).
+class Config(PPOTrainConfig):
+    """Configuration of the study: the trainer's :class:`PPOTrainConfig` (its defaults
+    are this study's) and the run's shape; every field settable with ``--set key=value``.
 
-    ``TRACED`` fields are read from ``hparams`` inside the compiled program (a grid over
-    them is one program); ``STRUCTURAL`` ones fix the program (one per distinct value).
-    ``value_clip`` is structural because 0 removes value clipping from the program.
+    The trainer's traced fields are read from ``hparams`` inside the compiled program (a
+    grid over them is one program); its other fields and ``hidden_size`` fix the program
+    (one per distinct value); the rest shape the run and its report.
     """
 
-    TRACED: ClassVar[tuple[str, ...]] = ("learning_rate", "clip_epsilon", "entropy_coef",
-                                         "value_coef", "gamma", "lam", "max_grad_norm")
-    STRUCTURAL: ClassVar[tuple[str, ...]] = ("hidden_size", "num_envs", "num_steps",
-                                             "num_epochs", "num_minibatches", "anneal_lr",
-                                             "value_clip", "total_steps")
-
-    seeds: int = 16
-    block_size: int = 16
-    base_seed: int = 0
-    total_steps: int = 500_000
-    num_envs: int = 4
-    num_steps: int = 128
-    num_epochs: int = 4
-    num_minibatches: int = 4
-    gamma: float = 0.99
-    lam: float = 0.95
-    learning_rate: float = 2.5e-4
-    anneal_lr: bool = True
-    clip_epsilon: float = 0.2
-    value_clip: float = 0.2  # 0 switches value clipping off
-    entropy_coef: float = 0.01
-    value_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    hidden_size: int = 64
-    chunk_updates: int = 0  # updates per chunk; 0: automatic, about 16 chunks (61 of 976)
-    log_every: int = 1  # updates per logged row
-    curve_points: int = 50
-    final_updates: int = 20
-    bootstrap_reps: int = 2000
-    confidence: float = 0.95
-
-    def train_config(self) -> PPOTrainConfig:
-        """The trainer's config; its ``TRACED`` values are overridden by ``hparams``."""
-        return train_config_from(self)
-
-    def hparams(self) -> dict[str, float]:
-        """``{field: value}`` of the ``TRACED`` fields: this config's row of a grid."""
-        return {name: getattr(self, name) for name in self.TRACED}
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_steps // (self.num_envs * self.num_steps)
+    hidden_size: int = param(64, "width of the actor's and the critic's two tanh layers",
+                             low=1, high=2**16)
+    seeds: int = param(16, "seeds (ids 0 .. seeds - 1)", sweep=False, low=1)
+    block_size: int = param(16, "seeds per compiled block (part of the run's config)",
+                            sweep=False, low=1)
+    base_seed: int = param(0, "the sweep's base seed", sweep=False, low=0, high=2**31 - 1)
+    chunk_updates: int = param(0, "updates per chunk; 0: automatic, about 16 chunks",
+                               sweep=False, low=0)
+    log_every: int = param(1, "updates per logged row", sweep=False, low=1)
+    curve_points: int = param(50, "points of the return curve", sweep=False, low=1)
+    final_updates: int = param(20, "updates in the final-return window", sweep=False, low=1)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
+    confidence: float = param(0.95, "the intervals' confidence", sweep=False, low=0.0,
+                              high=1.0, low_open=True, high_open=True)
 
     @property
     def chunk_size(self) -> int:
@@ -148,40 +125,18 @@ class Config:
         return self.num_updates // self.log_every
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the first invalid field."""
-        require_int("seeds", self.seeds, 1)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
-        for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "hidden_size"):
-            require_int(name, getattr(self, name), 1)
-        require_int("total_steps", self.total_steps, 1, MAX_TOTAL_STEPS)
-        if self.total_steps < self.num_envs * self.num_steps:
-            raise ConfigError(f"total_steps: must be >= num_envs * num_steps = "
-                              f"{self.num_envs * self.num_steps}, got {self.total_steps}")
-        if (self.num_envs * self.num_steps) % self.num_minibatches:
-            raise ConfigError(f"num_minibatches: must divide num_envs * num_steps = "
-                              f"{self.num_envs * self.num_steps}, got {self.num_minibatches}")
-        require_float("gamma", self.gamma, low=0.0, high=1.0)
-        require_float("lam", self.lam, low=0.0, high=1.0)
-        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
-        require_float("clip_epsilon", self.clip_epsilon, low=0.0, low_inclusive=False)
-        require_float("value_clip", self.value_clip, low=0.0)
-        require_float("entropy_coef", self.entropy_coef, low=0.0)
-        require_float("value_coef", self.value_coef, low=0.0)
-        require_float("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
-        require_int("chunk_updates", self.chunk_updates, 0)
-        require_int("log_every", self.log_every, 1)
+        """Raise :class:`ConfigError` naming the first invalid field: each against its
+        declaration (:meth:`PPOTrainConfig.validate`), then the run's shape."""
+        super().validate()
         if self.num_updates % self.chunk_size:
             raise ConfigError(chunk_size_error(self.chunk_size, self.num_updates))
         if self.chunk_size % self.log_every:
             raise ConfigError(f"log_every: must divide chunk_updates = {self.chunk_size}, "
                               f"got {self.log_every}")
-        require_int("curve_points", self.curve_points, 1)
         if self.curve_points > self.num_rows:
             raise ConfigError(f"curve_points: must be <= the number of logged rows "
                               f"total_steps // (num_envs * num_steps) // log_every = "
                               f"{self.num_rows}, got {self.curve_points}")
-        require_int("final_updates", self.final_updates, 1)
         if self.final_updates > self.num_updates:
             raise ConfigError(f"final_updates: must be <= the number of updates "
                               f"total_steps // (num_envs * num_steps) = {self.num_updates}, "
@@ -189,9 +144,6 @@ class Config:
         if self.final_updates % self.log_every:
             raise ConfigError(f"final_updates: must be a multiple of log_every = "
                               f"{self.log_every}, got {self.final_updates}")
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
-        require_float("confidence", self.confidence, low=0.0, high=1.0, low_inclusive=False,
-                      high_inclusive=False)
 
 
 def tree_bytes(tree: Any) -> int:
@@ -221,149 +173,52 @@ def state_bytes(config: Config) -> dict[str, int]:
     }
 
 
-def clopper_pearson(successes: int, trials: int,
-                    confidence: float = 0.95) -> tuple[float, float]:
-    """Exact (Clopper-Pearson) interval for a binomial proportion.
-
-    ``low = Beta^{-1}(alpha; x, n - x + 1)`` (0 when ``x = 0``) and ``high =
-    Beta^{-1}(1 - alpha; x + 1, n - x)`` (1 when ``x = n``), ``alpha = (1 - confidence) /
-    2``: the interval inverts two one-sided binomial tests, so its coverage is ``>=
-    confidence`` for every true proportion and every ``n`` (conservative; no simulation
-    needed). Clopper & Pearson, Biometrika 26, 1934.
-
-    Args:
-      successes: x, an integer in ``[0, trials]``.
-      trials: n >= 1.
-      confidence: in (0, 1).
-
-    Returns:
-      ``(low, high)`` floats in [0, 1].
-    """
-    from scipy.stats import beta
-
-    if not isinstance(trials, int | np.integer) or trials < 1:
-        raise ValueError(f"trials: must be an integer >= 1, got {trials!r}")
-    if not isinstance(successes, int | np.integer) or not 0 <= successes <= trials:
-        raise ValueError(f"successes: must be an integer in [0, trials = {trials}], "
-                         f"got {successes!r}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence: must be in (0, 1), got {confidence!r}")
-    alpha = (1.0 - confidence) / 2.0
-    x, n = int(successes), int(trials)
-    low = 0.0 if x == 0 else float(beta.ppf(alpha, x, n - x + 1))
-    high = 1.0 if x == n else float(beta.ppf(1.0 - alpha, x + 1, n - x))
-    return low, high
+def make_chunks(config: Config) -> Any:
+    """The chunked PPO program of ``config`` (its traced fields read from ``hparams``)."""
+    return make_ppo_chunks(CartPole(), mlp_actor_critic(2, (config.hidden_size,) * 2),
+                           config.train_config(), updates_per_chunk=config.chunk_size,
+                           log_every=config.log_every)
 
 
-def binned_returns(return_sum: np.ndarray, episodes: np.ndarray, bins: int) -> np.ndarray:
-    """Per-seed mean return of the episodes finished in each of ``bins`` equal runs of
-    logged rows (the last bin takes the remainder); a bin with no finished episode carries
-    the previous bin's value forward (NaN before the first episode).
-
-    Args:
-      return_sum: ``[S, R]`` summed returns of the episodes finished in each row (a row
-        is ``log_every`` updates).
-      episodes: ``[S, R]`` how many finished.
-      bins: K <= R.
-
-    Returns:
-      ``[S, K]`` float64.
-    """
-    num_rows = return_sum.shape[1]
-    edges = np.linspace(0, num_rows, bins + 1).round().astype(int)
-    sums = np.add.reduceat(return_sum.astype(np.float64), edges[:-1], axis=1)
-    counts = np.add.reduceat(episodes.astype(np.float64), edges[:-1], axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(counts > 0, sums / counts, np.nan)
-    return pd.DataFrame(means.T).ffill().to_numpy().T
-
-
-def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], dict]:
-    """Run ``seeds`` seeds of every configuration: one :class:`ChunkedSweep` per distinct
-    setting of the untraced fields, its configurations' ``TRACED`` values vmapped with the
-    seeds (``rljax.grid.split_structural``).
-
-    Args:
-      configs: ``K`` validated configs differing only in ``TRACED`` / ``STRUCTURAL``
-        fields (same seeds, base seed and block size).
-      desc: sweep name (checkpoints, progress); a structural group appends its values.
+def run_configs(configs: list[Config], desc: str = NAME,
+                options: Any = None) -> tuple[list[dict], dict]:
+    """Run ``seeds`` seeds of every configuration (:func:`rljax.grid.run_grid`: one
+    :class:`ChunkedSweep` per distinct setting of the untraced fields, the traced values
+    vmapped with the seeds).
 
     Returns:
       ``(runs, timing)``: ``runs[c]`` is ``{"logs": {name: [S, R_c]}, "first_nonfinite":
-      [S] int}`` (R_c logged rows of config ``c``); ``timing`` has ``compile_seconds``,
-      ``run_seconds``, ``timed_steps`` (environment steps the run time covers: not the
-      first chunk, timed with the compilation, nor work read back on ``--resume``),
-      ``num_devices`` and ``programs`` (one per compiled program).
+      [S] int, "final": {...}}`` (:func:`rljax.training.episode_returns.chunked_runs`);
+      ``timing`` has ``compile_seconds``, ``run_seconds``, ``timed_steps`` (environment
+      steps the run time covers: not the first chunk, timed with the compilation, nor
+      work read back on ``--resume``), ``num_devices`` and ``programs``.
     """
-    return run_chunked_groups(
-        configs, Config.TRACED, desc,
-        lambda first, train_config: make_ppo_chunks(
-            CartPole(), mlp_actor_critic(2, (first.hidden_size, first.hidden_size)),
-            train_config, updates_per_chunk=first.chunk_size, log_every=first.log_every))
+    first = configs[0]
+    result = run_grid(make_chunks, configs, None, first.seeds, base_seed=first.base_seed,
+                      block_size=first.block_size, first_seed=getattr(first, "first_seed", 0),
+                      desc=desc, options=options)
+    return chunked_runs(result, lambda c: c.num_rows), chunked_timing(result)
 
 
-def run_chunked_groups(configs: list[Any], traced: tuple[str, ...], desc: str,
-                       make_chunks: Any) -> tuple[list[dict], dict]:
-    """The loop behind a PPO study's ``run_configs`` (this study's and ``ppo``'s): one
-    :class:`ChunkedSweep` per distinct setting of the untraced fields
-    (``rljax.grid.split_structural``), ``make_chunks(first_config, train_config) ->
-    PPOChunks`` building its program. Returns ``(runs, timing)`` as
-    :func:`run_configs` documents (logs ``[S, R_c]`` per config), plus ``final``: the
-    other outputs of ``finish`` per config, ``[S, ...]``."""
-    runs: list[dict | None] = [None] * len(configs)
-    timing: dict[str, Any] = {"compile_seconds": 0.0, "run_seconds": 0.0, "timed_steps": 0.0,
-                              "num_devices": 1, "programs": []}
-    for group in split_structural(configs, traced):
-        first = configs[int(group.config_ids[0])]
-        train_config = first.train_config()
-        chunks = make_chunks(first, train_config)
-        sweep = ChunkedSweep(chunks.init, chunks.advance, chunks.finish,
-                             num_chunks=chunks.num_chunks, base_seed=first.base_seed,
-                             block_size=first.block_size)
-        name = desc + "".join(f"-{k}={v}" for k, v in group.structural.items())
-        result = sweep.run(first.seeds, configs=group.table, desc=name,
-                           first_seed=getattr(first, "first_seed", 0))
-        for j, c in enumerate(group.config_ids):
-            # [K, S, chunks, rows per chunk] -> [S, R] rows of log_every updates, in order
-            runs[int(c)] = {
-                "logs": {k: np.asarray(v[j]).reshape(first.seeds, first.num_rows)
-                         for k, v in result.outputs["logs"].items()},
-                "first_nonfinite": np.asarray(result.outputs["final"][NONFINITE_STEP][j]),
-                # anything else ``finish`` returns (e.g. test-rollout returns [S, E])
-                "final": {k: np.asarray(v[j]) for k, v in result.outputs["final"].items()
-                          if k != NONFINITE_STEP},
-            }
-        steps_per_seed = train_config.num_updates * train_config.batch_size
-        timing["compile_seconds"] += result.compile_seconds
-        timing["run_seconds"] += result.run_seconds
-        timing["timed_steps"] += (len(group.table) * first.seeds * steps_per_seed
-                                  * result.timed_fraction)
-        timing["num_devices"] = result.num_devices
-        timing["programs"].append({"structural": dict(group.structural),
-                                   "configs": len(group.table),
-                                   "compile_seconds": float(result.compile_seconds)})
-    return runs, timing
-
-
-def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, grid: Grid | None = None,
+        options: Any = None) -> dict[str, Any]:
     """Run the study; writes ``results.parquet``, ``summary.json``, ``report.md``,
     ``return_curve.png`` and ``final_returns.png`` into ``out_dir``; returns the summary.
 
-    With ``grid`` (a :class:`rljax.grid.Grid` over ``TRACED`` / ``STRUCTURAL`` fields)
-    it runs every configuration of the grid on the same seeds and writes the sensitivity
-    analysis instead (:func:`experiments.ppo_sensitivity.analyse`).
+    With ``grid`` (a :class:`rljax.grid.Grid` over the config's sweepable fields) it runs
+    every configuration of the grid on the same seeds and writes the sensitivity analysis
+    instead (:func:`analyse_grid`). ``options``: the run's
+    :class:`rljax.sweep.SweepOptions` (from :func:`rljax.study.run_study`).
     """
     config.validate()
     if grid is not None:
-        from experiments import ppo_sensitivity
-
         configs = grid.configs(config)
         for c in configs:
             c.validate()
-        runs, timing = run_configs(configs)
-        return ppo_sensitivity.analyse(configs, grid, runs, timing, out_dir, base=config)
+        runs, timing = run_configs(configs, options=options)
+        return analyse_grid(configs, grid, runs, timing, out_dir, base=config)
     # a plain run is the one-row grid of its config: its traced values go through hparams
-    (only,), timing = run_configs([config])
+    (only,), timing = run_configs([config], options=options)
     train_config = config.train_config()
     logs, first_nonfinite = only["logs"], only["first_nonfinite"]
     num_updates = train_config.num_updates
@@ -427,45 +282,16 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
     summary["state_bytes_ratio"] = summary["ppo_state_bytes"] / summary["grpo_state_bytes"]
 
     io.write_parquet(out_dir / "results.parquet",
-                     results_table(logs, train_config.batch_size, config.log_every))
+                     ppo_results_table(logs, train_config.batch_size, config.log_every))
     io.write_json(out_dir / "summary.json", summary)
     _write_plots(summary, final_ok, config, out_dir)
     io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
     return summary
 
 
-def results_table(logs: dict[str, np.ndarray], steps_per_update: int,
-                  log_every: int = 1, *, first_seed: int = 0) -> pd.DataFrame:
-    """Tidy table, one row per seed x logged row (``logs`` leaves ``[S, R]``, a row is
-    ``log_every`` updates): ``seed`` (the seed id, ``first_seed + s``), ``update``
-    (updates done at the row's end),
-    ``env_steps``, ``episodes``, ``episode_return`` (mean of the episodes finished in the
-    row; NaN if none), ``return_sum`` and the row's mean losses."""
-    num_seeds, num_rows = logs["return_sum"].shape
-    episodes = logs["episodes"].astype(np.int32)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_return = np.where(episodes > 0, logs["return_sum"] / episodes, np.nan)
-    updates = np.arange(1, num_rows + 1, dtype=np.int64) * log_every
-    table = {
-        "seed": np.repeat(np.arange(first_seed, first_seed + num_seeds, dtype=np.int32),
-                          num_rows),
-        "update": np.tile(updates.astype(np.int32), num_seeds),
-        "env_steps": np.tile(updates * steps_per_update, num_seeds),
-        "episodes": episodes.reshape(-1),
-        "episode_return": mean_return.reshape(-1).astype(np.float32),
-        "return_sum": logs["return_sum"].reshape(-1).astype(np.float32),
-    }
-    for name in METRIC_COLUMNS:
-        table[name] = logs[name].reshape(-1).astype(np.float32)
-    return pd.DataFrame(table)
-
-
 def _write_plots(summary: dict[str, Any], final: np.ndarray, config: Config,
                  out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     steps = np.asarray(summary["curve_env_steps"])
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -605,6 +431,49 @@ def reading(summary: dict[str, Any], config: Config) -> str:
     return text
 
 
-def config_fields() -> list[str]:
-    """Names of the config fields (for ``--set``)."""
-    return [f.name for f in dataclasses.fields(Config)]
+#: The score of a grid run: CartPole-v1's final return, in [0, 500], capped at 500.
+SCORE = sensitivity.Score(name="final return", support=(0.0, RETURN_CAP), cap=RETURN_CAP,
+                          cap_tolerance=RETURN_CAP - AT_CAP, key="final_return")
+
+
+def analyse_grid(configs: list[Config], grid: Grid, runs: list[dict], timing: dict[str, Any],
+                 out_dir: Path, base: Config | None = None) -> dict[str, Any]:
+    """The sensitivity analysis of a grid run (:mod:`rljax.sensitivity`, paired over the
+    shared seeds); writes ``results.parquet`` (one row per config x seed x logged row,
+    with ``config`` and the swept fields), ``scores.parquet`` (config x seed final
+    returns), ``summary.json``, ``report.md`` and ``sensitivity.png``; returns the
+    summary. ``base``: the config the grid was applied to (default: the first)."""
+    base = configs[0] if base is None else base
+    scores = np.stack([np.where(run["first_nonfinite"] >= 0, np.nan,
+                                final_returns(run["logs"], last=c.final_updates // c.log_every))
+                       for c, run in zip(configs, runs, strict=True)])
+    part, panels = sensitivity.analyse(scores, grid, base, reps=base.bootstrap_reps,
+                                       key=jax.random.key(base.base_seed + 2), score=SCORE)
+    steps = [c.num_updates * c.batch_size for c in configs]
+    summary = {"experiment": NAME, "grid": grid.record(), **part, "seeds": base.seeds,
+               "block_size": base.block_size,
+               "env_steps_per_seed": steps[0] if len(set(steps)) == 1 else steps,
+               "final_updates": base.final_updates,
+               "nonfinite_runs": int(np.sum([np.sum(r["first_nonfinite"] >= 0) for r in runs])),
+               "programs": timing["programs"], "compile_seconds": timing["compile_seconds"],
+               "run_seconds": timing["run_seconds"],
+               "env_steps_per_second": (timing["timed_steps"] / max(timing["run_seconds"], 1e-9)
+                                        if timing["timed_steps"] > 0 else None)}
+    columns = grid_columns(configs, grid.fields)
+    tables = []
+    for c, (config, run) in enumerate(zip(configs, runs, strict=True)):
+        table = ppo_results_table(run["logs"], config.batch_size, config.log_every)
+        lead = pd.DataFrame({name: np.repeat(col[c:c + 1], len(table))
+                             for name, col in columns.items()})
+        tables.append(pd.concat([lead, table], axis=1))
+    io.write_parquet(out_dir / "results.parquet", pd.concat(tables, ignore_index=True))
+    io.write_parquet(out_dir / "scores.parquet",
+                     sensitivity.scores_table(scores, columns, key="final_return"))
+    io.write_json(out_dir / "summary.json", summary)
+    title = dataclasses.replace(SCORE, title=f"PPO on CartPole-v1: final return after "
+                                f"{base.total_steps:,} steps")
+    sensitivity.write_plot(panels, title, base.seeds, out_dir / "sensitivity.png")
+    what = (f"{summary['env_steps_per_seed']} environment steps per run; score = mean return "
+            f"of the episodes finished in the last {base.final_updates} updates.")
+    io.atomic_write_text(out_dir / "report.md", sensitivity.report_markdown(summary, what))
+    return summary

@@ -4,21 +4,22 @@ published hyperparameters, over many seeds.
 ``--env NAME`` takes a gymnax id (``Pendulum-v1``, ``Breakout-MinAtar``, ``Catch-bsuite``,
 ...; an unknown id is refused with its close matches) or ``brax:NAME`` when
 :mod:`rljax.envs.brax_adapter` and Brax are installed. The hyperparameters default to the
-env's published configuration (:mod:`experiments.ppo_env_configs`: gymnax-blines, rejax or
+env's published configuration (:mod:`rljax.training.ppo_presets`: gymnax-blines, rejax or
 CleanRL, each row citing its file; ``--set preset=rejax`` picks another row); an env
 without a row gets CleanRL's defaults for its action kind, and the report says which.
 Every field can still be set with ``--set`` (a value given wins over the preset).
 
-Environment: ``from_gymnax(NAME)``; observations of rank != 1 (Catch ``[10, 5]``, MinAtar
-``[10, 10, C]``) are flattened (``FlattenObservation``) so the MLP sees ``[D]``; with
-``normalize_observations`` (where the source normalises) a ``NormalizeObservation``
-merged over the seed's ``N`` envs (``axis_name=ENV_AXIS``). The policy is
+Environment: :func:`rljax.envs.registry.make_env` (``from_gymnax(NAME)``; observations of
+rank != 1, Catch ``[10, 5]``, MinAtar ``[10, 10, C]``, flattened so the MLP sees ``[D]``;
+with ``normalize_observations``, where the source normalises, a ``NormalizeObservation``
+merged over the seed's ``N`` envs, ``axis_name=ENV_AXIS``). The policy is
 ``actor_critic_for``: categorical for ``Discrete(n)`` actions, a diagonal Gaussian for a
 ``Box`` ``(A,)`` (its raw sample is scored, the env step clips it to the box). An env whose
 observations are not a ``Box`` (e.g. ``FrozenLake-misc``'s ``Discrete(16)``) or whose
 actions are neither is refused in one line.
 
-Training and figures are those of :mod:`experiments.ppo_cartpole` (its helpers are reused):
+Training and figures are those of :mod:`experiments.ppo_cartpole` (both use the library's
+``rljax.grid.run_grid`` and ``rljax.training.episode_returns`` reducers):
 ``make_ppo_chunks`` under ``ChunkedSweep`` (progress, checkpoints, resume), per seed and
 logged row the sum and count of finished episodes' returns (``info["raw_reward"]`` where a
 wrapper normalises). **Final return**: per seed, the mean return of the episodes finished
@@ -27,8 +28,9 @@ in the last ``final_updates`` updates; IQM over seeds with a 95 % interval
 across seeds at ``curve_points`` checkpoints with a pointwise stratified-bootstrap band.
 **Throughput**: env steps/s including training (compile separately).
 
-Grids over ``Config.TRACED`` fields run in one program per ``Config.STRUCTURAL`` setting,
-as in ppo-cartpole; a grid run writes per-configuration final-return IQMs with intervals.
+Grids over the trainer's traced fields run in one program per setting of the structural
+ones (field metadata, :func:`rljax.config.param`), as in ppo-cartpole; a grid run writes
+per-configuration final-return IQMs with intervals.
 
 Auto sizes: ``chunk_updates = 0`` picks the largest divisor of the number of updates
 ``U`` that is ``<= U / 16`` (about 16 chunks); ``final_updates = 0`` takes the last 2 %
@@ -41,132 +43,90 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import numpy as np
 import pandas as pd
 
-from experiments.ppo_cartpole import (
-    binned_returns,
-    results_table,
-    run_chunked_groups,
-)
-from experiments.ppo_env_configs import PRESET_FIELDS, PRESET_NAMES, Preset, preset_for
 from rljax import io, stats
-from rljax.config import ConfigError, require_choice, require_float, require_int
-from rljax.grid import Grid, grid_columns
+from rljax.config import ConfigError, param
+from rljax.envs import registry
+from rljax.envs.registry import env_flattened, env_kind, raw_env
+from rljax.grid import Grid, grid_columns, run_grid
 from rljax.policies import actor_critic_for
 from rljax.policies.mlp import ACTIVATIONS, GAUSSIAN_SCALES
-from rljax.report import Figure, figures_table, format_number
+from rljax.report import Figure, figures_table, format_number, pyplot
 from rljax.stats.reported import reported_interval
 from rljax.sweep import MAX_SEEDS
 from rljax.training import final_returns
-from rljax.training.chunking import MAX_TOTAL_STEPS, auto_chunk_updates, chunk_size_error
-from rljax.training.ppo import ENV_AXIS, PPOTrainConfig, make_ppo_chunks, train_config_from
+from rljax.training.chunking import auto_chunk_updates, chunk_size_error
+from rljax.training.episode_returns import (
+    binned_returns,
+    chunked_runs,
+    chunked_timing,
+    ppo_results_table,
+)
+from rljax.training.ppo import PPOTrainConfig, make_ppo_chunks
+from rljax.training.ppo_presets import PRESET_FIELDS, PRESET_NAMES, Preset, preset_for
 
 NAME = "ppo"
 SUPPORTS_TENSORBOARD = True
 DESCRIPTION = ("PPO on any gymnax env (--env NAME) at its published hyperparameters: "
                "IQM final return, curve, env steps/s")
-BRAX_PREFIX = "brax:"
 
 __all__ = ["Config", "run", "make_env", "make_network", "env_kind", "run_configs", "NAME"]
 
 
-def _is_brax(name: str) -> bool:
-    return isinstance(name, str) and name.startswith(BRAX_PREFIX)
-
-
-def _raw_env(name: str) -> Any:
-    """The un-wrapped environment ``name`` names (``ValueError`` for an unknown one)."""
-    if _is_brax(name):
-        try:
-            from rljax.envs.brax_adapter import from_brax
-        except ImportError as err:  # pragma: no cover - depends on the installation
-            raise ValueError(f"{name}: Brax environments need rljax.envs.brax_adapter and "
-                             f"brax ({err})") from None
-        return from_brax(name[len(BRAX_PREFIX):])
-    from rljax.envs import from_gymnax
-
-    return from_gymnax(name)
-
-
-def env_kind(name: str) -> str | None:
-    """``"continuous"`` (a ``Box`` action space), ``"discrete"``, or ``None`` when the name
-    is unknown or the env cannot be built (the config's ``validate`` then says why)."""
-    from rljax.envs.spaces import Box, as_rljax_space
-
-    try:
-        env = _raw_env(name)
-        space = as_rljax_space(env.action_space(env.default_params))
-    except Exception:  # noqa: BLE001 - any failure is reported by validate()
-        return None
-    return "continuous" if isinstance(space, Box) else "discrete"
-
-
 @dataclass(frozen=True)
-class Config:
-    """Configuration of the study (every field settable with ``--set key=value``).
+class Config(PPOTrainConfig):
+    """Configuration of the study: the trainer's :class:`PPOTrainConfig` and the env, the
+    policy and the run's shape (every field settable with ``--set key=value``).
 
-    Every field of :data:`~experiments.ppo_env_configs.PRESET_FIELDS` that the constructor
+    Every field of :data:`~rljax.training.ppo_presets.PRESET_FIELDS` that the constructor
     is *not given* takes the env's published value (``preset``, see
-    :func:`~experiments.ppo_env_configs.preset_for`; the class defaults are CartPole-v1's
+    :func:`~rljax.training.ppo_presets.preset_for`; the class defaults are CartPole-v1's
     CleanRL row); a value given explicitly is kept. After construction every field holds
     the number that runs, so ``dataclasses.asdict``, ``--resume`` and grids see it.
     (``dataclasses.replace(c, env=...)`` passes every field, so it keeps ``c``'s values:
     build a new ``Config(env=...)`` to change env.)
     """
 
-    TRACED: ClassVar[tuple[str, ...]] = ("learning_rate", "clip_epsilon", "entropy_coef",
-                                         "value_coef", "gamma", "lam", "max_grad_norm")
-    STRUCTURAL: ClassVar[tuple[str, ...]] = ("hidden_size", "hidden_layers", "activation",
-                                             "num_envs", "num_steps", "num_epochs",
-                                             "num_minibatches", "anneal_lr", "value_clip",
-                                             "total_steps", "normalize_observations",
-                                             "normalize_rewards", "gaussian_scale")
-
-    env: str = "CartPole-v1"
-    preset: str = "auto"
-    seeds: int = 16
-    block_size: int = 16
-    base_seed: int = 0
-    first_seed: int = 0  # seed ids first_seed .. first_seed + seeds - 1 (fresh eval seeds)
-    # --- the preset's value unless given (these defaults are CartPole-v1's, CleanRL) ---
-    total_steps: int = 500_000
-    num_envs: int = 4
-    num_steps: int = 128
-    num_epochs: int = 4
-    num_minibatches: int = 4
-    gamma: float = 0.99
-    lam: float = 0.95
-    learning_rate: float = 2.5e-4
-    anneal_lr: bool = True
-    clip_epsilon: float = 0.2
-    value_clip: float = 0.2  # 0 switches value clipping off
-    entropy_coef: float = 0.01
-    value_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    hidden_size: int = 64
-    hidden_layers: int = 2
-    activation: str = "tanh"
-    normalize_observations: bool = False
-    # a Gaussian head's standard deviation (Box actions only): "parameter", a
-    # state-independent log-std; "softplus", state-dependent (gymnax-blines)
-    gaussian_scale: str = "parameter"
-    # not in any preset: CleanRL's continuous-control wrapper (gym's NormalizeReward),
-    # off unless asked (``--set normalize_rewards=true``)
-    normalize_rewards: bool = False
-    # --- run shape ---
-    chunk_updates: int = 0  # 0: auto, about 16 chunks
-    log_every: int = 1
-    curve_points: int = 50  # capped at the logged rows
-    final_updates: int = 0  # 0: auto, the last 2 % of updates
-    # test episodes per seed after training, from reset, sampled and greedy (0: none);
-    # gymnax-blines' published returns are the sampled kind (164 test rollouts)
-    eval_episodes: int = 64
-    bootstrap_reps: int = 2000
-    confidence: float = 0.95
+    env: str = param("CartPole-v1", "a gymnax id (or brax:NAME); --env NAME", sweep=False)
+    preset: str = param("auto", "the published row the preset fields come from",
+                        sweep=False, choices=PRESET_NAMES)
+    seeds: int = param(16, "seeds per configuration (>= 2: intervals need two)",
+                       sweep=False, low=2, high=MAX_SEEDS)
+    block_size: int = param(16, "seeds per compiled block (part of the run's config)",
+                            sweep=False, low=1)
+    base_seed: int = param(0, "the sweep's base seed", sweep=False, low=0, high=2**31 - 1)
+    first_seed: int = param(0, "seed ids first_seed .. first_seed + seeds - 1 (fresh "
+                            "evaluation seeds)", sweep=False, low=0, high=MAX_SEEDS)
+    hidden_size: int = param(64, "width of each hidden layer", low=1, high=2**16)
+    hidden_layers: int = param(2, "hidden layers of the actor's and the critic's torso",
+                               low=1, high=64)
+    activation: str = param("tanh", "the torso's activation", choices=tuple(ACTIVATIONS))
+    normalize_observations: bool = param(False, "normalise observations over the seed's "
+                                         "envs (NormalizeObservation)")
+    gaussian_scale: str = param("parameter", "a Gaussian head's standard deviation (Box "
+                                "actions): 'parameter', state-independent log-std; "
+                                "'softplus', state-dependent (gymnax-blines)",
+                                choices=GAUSSIAN_SCALES)
+    normalize_rewards: bool = param(False, "CleanRL's continuous-control reward "
+                                    "normalisation (gym's NormalizeReward); in no preset")
+    chunk_updates: int = param(0, "updates per chunk; 0: auto, about 16 chunks",
+                               sweep=False, low=0)
+    log_every: int = param(1, "updates per logged row", sweep=False, low=1)
+    curve_points: int = param(50, "points of the return curve (capped at the logged rows)",
+                              sweep=False, low=1)
+    final_updates: int = param(0, "updates in the final-return window; 0: the last 2 %",
+                               sweep=False, low=0)
+    eval_episodes: int = param(64, "test episodes per seed after training, sampled and "
+                               "greedy (0: none; gymnax-blines' published returns are the "
+                               "sampled kind)", sweep=False, low=0, high=2**16)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
+    confidence: float = param(0.95, "the intervals' confidence", sweep=False, low=0.0,
+                              high=1.0, low_open=True, high_open=True)
 
     def resolved_preset(self) -> Preset:
         """The published row the ``None`` fields were taken from (generic CleanRL for an
@@ -176,18 +136,6 @@ class Config:
             return preset_for(self.env, self.preset, continuous)
         except ValueError:
             return preset_for(self.env, "auto", continuous)
-
-    def train_config(self) -> PPOTrainConfig:
-        """The trainer's config; its ``TRACED`` values are overridden by ``hparams``."""
-        return train_config_from(self)
-
-    def hparams(self) -> dict[str, float]:
-        """``{field: value}`` of the ``TRACED`` fields: this config's row of a grid."""
-        return {name: getattr(self, name) for name in self.TRACED}
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_steps // (self.num_envs * self.num_steps)
 
     @property
     def chunk_size(self) -> int:
@@ -217,62 +165,30 @@ class Config:
         return min(self.curve_points, self.num_rows)
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the first invalid field (an unknown env name
-        lists close matches; spaces the policy cannot take say what it can)."""
+        """Raise :class:`ConfigError` naming the first invalid field: each against its
+        declaration, the env (an unknown name lists close matches; spaces the policy
+        cannot take say what it can), then the run's shape."""
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"env: must be an environment name, got {self.env!r}")
-        require_int("seeds", self.seeds, 2, MAX_SEEDS)  # intervals need 2 seeds
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)
-        require_int("first_seed", self.first_seed, 0, MAX_SEEDS - self.seeds)
-        for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches"):
-            require_int(name, getattr(self, name), 1)
-        require_int("hidden_size", self.hidden_size, 1, 2**16)
-        require_int("hidden_layers", self.hidden_layers, 1, 64)
-        require_int("total_steps", self.total_steps, 1, MAX_TOTAL_STEPS)
-        if self.total_steps < self.num_envs * self.num_steps:
-            raise ConfigError(f"total_steps: must be >= num_envs * num_steps = "
-                              f"{self.num_envs * self.num_steps}, got {self.total_steps}")
-        if (self.num_envs * self.num_steps) % self.num_minibatches:
-            raise ConfigError(f"num_minibatches: must divide num_envs * num_steps = "
-                              f"{self.num_envs * self.num_steps}, got {self.num_minibatches}")
-        for name in ("anneal_lr", "normalize_observations", "normalize_rewards"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}: must be a boolean, got {getattr(self, name)!r}")
-        require_choice("activation", self.activation, tuple(ACTIVATIONS))
-        require_choice("gaussian_scale", self.gaussian_scale, GAUSSIAN_SCALES)
+        super().validate()
+        if self.first_seed > MAX_SEEDS - self.seeds:
+            raise ConfigError(f"first_seed: must be an integer in [0, "
+                              f"{MAX_SEEDS - self.seeds}], got {self.first_seed!r}")
         check_env(self)  # after the network's fields: it builds the env and the policy
-        require_choice("preset", self.preset, PRESET_NAMES)
         if self.preset != "auto":
             try:
                 preset_for(self.env, self.preset, env_kind(self.env) == "continuous")
             except ValueError as err:
                 raise ConfigError(str(err)) from None
-        require_float("gamma", self.gamma, low=0.0, high=1.0)
-        require_float("lam", self.lam, low=0.0, high=1.0)
-        require_float("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
-        require_float("clip_epsilon", self.clip_epsilon, low=0.0, low_inclusive=False)
-        require_float("value_clip", self.value_clip, low=0.0)
-        require_float("entropy_coef", self.entropy_coef, low=0.0)
-        require_float("value_coef", self.value_coef, low=0.0)
-        require_float("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
-        require_int("log_every", self.log_every, 1)
-        require_int("chunk_updates", self.chunk_updates, 0)
         if self.num_updates % self.chunk_size:
             raise ConfigError(chunk_size_error(self.chunk_size, self.num_updates))
         if self.chunk_size % self.log_every:
             raise ConfigError(f"log_every: must divide chunk_updates = {self.chunk_size}, "
                               f"got {self.log_every}")
-        require_int("curve_points", self.curve_points, 1)
-        require_int("final_updates", self.final_updates, 0)
-        require_int("eval_episodes", self.eval_episodes, 0, 2**16)
         if self.final_size > self.num_updates or self.final_size % self.log_every:
             raise ConfigError(f"final_updates: must be a multiple of log_every = "
                               f"{self.log_every} and <= the number of updates "
                               f"{self.num_updates}, got {self.final_updates}")
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
-        require_float("confidence", self.confidence, low=0.0, high=1.0, low_inclusive=False,
-                      high_inclusive=False)
 
 
 def _resolving_init(init: Any) -> Any:
@@ -309,32 +225,12 @@ def check_env(config: Config) -> None:
 
 
 def make_env(config: Config) -> Any:
-    """The study's environment for ``config``: ``from_gymnax(env)`` (or ``from_brax``),
-    flattened when its observations are not ``[D]``, observation-normalised over the
-    seed's envs (``axis_name=ENV_AXIS``) when ``config.normalize_observations``, and
-    reward-normalised (``NormalizeReward`` with the config's gamma, same axis; returns are
-    still logged from the raw rewards) when ``config.normalize_rewards``.
-
-    Raises:
-      ValueError: one line: an unknown name (close matches), or observations that are not
-        a ``Box`` (what is allowed is named).
+    """The study's environment for ``config``: :func:`rljax.envs.registry.make_env` of
+    ``config.env`` with the config's ``normalize_observations``, ``normalize_rewards`` and
+    ``gamma`` (``ValueError`` in one line for an unknown name or unsupported observations).
     """
-    from rljax.envs import FlattenObservation, NormalizeObservation, NormalizeReward
-    from rljax.envs.spaces import Box, as_rljax_space
-
-    env = _raw_env(config.env)
-    space = as_rljax_space(env.observation_space(env.default_params))
-    if not isinstance(space, Box):
-        raise ValueError(f"{config.env}: observation space {space!r} is not supported; the "
-                         "ppo study's MLP policy takes Box observations (any shape: non-[D] "
-                         "ones are flattened) with Discrete(n) or Box (A,) actions")
-    if len(space.shape) != 1:
-        env = FlattenObservation(env)
-    if config.normalize_observations:
-        env = NormalizeObservation(env, axis_name=ENV_AXIS)
-    if config.normalize_rewards:
-        env = NormalizeReward(env, gamma=float(config.gamma), axis_name=ENV_AXIS)
-    return env
+    return registry.make_env(config.env, normalize_observations=config.normalize_observations,
+                             normalize_rewards=config.normalize_rewards, gamma=config.gamma)
 
 
 def make_network(env: Any, config: Config) -> Any:
@@ -356,28 +252,28 @@ def make_network(env: Any, config: Config) -> Any:
                             activation=config.activation, scale=config.gaussian_scale)
 
 
-def run_configs(configs: list[Config], desc: str = NAME) -> tuple[list[dict], dict]:
-    """Run ``seeds`` seeds of every configuration: one :class:`ChunkedSweep` per distinct
-    setting of the ``STRUCTURAL`` fields, the ``TRACED`` values vmapped with the seeds.
+def make_chunks(config: Config) -> Any:
+    """The chunked PPO program of ``config`` (its traced fields read from ``hparams``),
+    with ``eval_episodes`` test rollouts at the end."""
+    env = make_env(config)
+    return make_ppo_chunks(env, make_network(env, config), config.train_config(),
+                           updates_per_chunk=config.chunk_size, log_every=config.log_every,
+                           eval_episodes=config.eval_episodes)
 
-    Args:
-      configs: ``K`` validated configs of one env differing only in ``TRACED`` /
-        ``STRUCTURAL`` fields (same seeds, base seed and block size).
-      desc: sweep name (checkpoints, progress); a structural group appends its values.
 
-    Returns:
-      ``(runs, timing)``: ``runs[c]`` is ``{"logs": {name: [S, R_c]}, "first_nonfinite":
-      [S] int}``; ``timing`` has ``compile_seconds``, ``run_seconds``, ``timed_steps``
-      (env steps the run time covers: not the first chunk, timed with the compile),
-      ``num_devices`` and ``programs``.
-    """
-    def make_chunks(first: Config, train_config: PPOTrainConfig):
-        env = make_env(first)
-        return make_ppo_chunks(env, make_network(env, first), train_config,
-                               updates_per_chunk=first.chunk_size, log_every=first.log_every,
-                               eval_episodes=first.eval_episodes)
-
-    return run_chunked_groups(configs, Config.TRACED, desc, make_chunks)
+def run_configs(configs: list[Config], desc: str = NAME,
+                options: Any = None) -> tuple[list[dict], dict]:
+    """Run ``seeds`` seeds of every configuration (:func:`rljax.grid.run_grid`: one
+    :class:`ChunkedSweep` per distinct setting of the untraced fields, the traced values
+    vmapped with the seeds). Returns ``(runs, timing)``: per config ``{"logs": {name:
+    [S, R_c]}, "first_nonfinite": [S], "final": {test-rollout returns}}``
+    (:func:`rljax.training.episode_returns.chunked_runs`) and
+    :func:`~rljax.training.episode_returns.chunked_timing`."""
+    first = configs[0]
+    result = run_grid(make_chunks, configs, None, first.seeds, base_seed=first.base_seed,
+                      block_size=first.block_size, first_seed=first.first_seed, desc=desc,
+                      options=options)
+    return chunked_runs(result, lambda c: c.num_rows), chunked_timing(result)
 
 
 def _final_interval(config: Config, logs: dict[str, np.ndarray], key: jax.Array):
@@ -415,7 +311,7 @@ def _env_record(config: Config) -> dict[str, Any]:
     """What the env and the policy are: spaces, wrappers, head, the preset's citation."""
     from rljax.envs.spaces import as_rljax_space
 
-    raw = _raw_env(config.env)
+    raw = raw_env(config.env)
     env = make_env(config)
     preset = config.resolved_preset()
     given = {f: getattr(config, f) for f in PRESET_FIELDS if getattr(config, f)
@@ -442,14 +338,8 @@ def _env_record(config: Config) -> dict[str, Any]:
     }
 
 
-def env_flattened(raw: Any) -> bool:
-    """Whether the study flattens this env's observations (rank != 1)."""
-    from rljax.envs.spaces import as_rljax_space
-
-    return len(as_rljax_space(raw.observation_space(raw.default_params)).shape) != 1
-
-
-def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, grid: Grid | None = None,
+        options: Any = None) -> dict[str, Any]:
     """Run the study; writes ``results.parquet``, ``summary.json``, ``report.md``,
     ``return_curve.png`` and ``final_returns.png`` into ``out_dir``; returns the summary.
 
@@ -462,9 +352,9 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
         configs = grid.configs(config)
         for c in configs:
             c.validate()
-        runs, timing = run_configs(configs)
+        runs, timing = run_configs(configs, options=options)
         return _grid_run(config, configs, grid, runs, timing, out_dir)
-    (only,), timing = run_configs([config])
+    (only,), timing = run_configs([config], options=options)
     train_config = config.train_config()
     logs, first_nonfinite = only["logs"], only["first_nonfinite"]
     num_updates = train_config.num_updates
@@ -531,8 +421,8 @@ def run(config: Config, out_dir: Path, grid: Grid | None = None) -> dict[str, An
         **_eval_record(config, only["final"], eval_key, published),
     }
     io.write_parquet(out_dir / "results.parquet",
-                     results_table(logs, train_config.batch_size, config.log_every,
-                                   first_seed=config.first_seed))
+                     ppo_results_table(logs, train_config.batch_size, config.log_every,
+                                       first_seed=config.first_seed))
     io.write_json(out_dir / "summary.json", summary)
     _write_plots(summary, final_ok, config, out_dir)
     io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
@@ -552,7 +442,7 @@ def _grid_run(base: Config, configs: list[Config], grid: Grid, runs: list[dict],
                         "final_return_ci": [float(ci.low), float(ci.high)] if ci
                         else [None, None],
                         "nonfinite_seeds": int(np.sum(result["first_nonfinite"] >= 0))})
-        table = results_table(result["logs"], config.train_config().batch_size,
+        table = ppo_results_table(result["logs"], config.batch_size,
                               config.log_every, first_seed=config.first_seed)
         for i, f in enumerate(grid.fields):
             table.insert(1 + i, f, columns[f][c])
@@ -584,10 +474,7 @@ def _grid_run(base: Config, configs: list[Config], grid: Grid, runs: list[dict],
 
 def _write_plots(summary: dict[str, Any], final: np.ndarray, config: Config,
                  out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4))
     if summary["curve_seeds"]:
@@ -734,9 +621,3 @@ def reading(summary: dict[str, Any], config: Config) -> str:
     if summary["nonfinite_seeds"]:
         text += f" {summary['nonfinite_seeds']} seed(s) went non-finite."
     return text
-
-
-def config_fields() -> list[str]:
-    """Names of the config fields (for ``--set``)."""
-    return [f.name for f in dataclasses.fields(Config)]
-

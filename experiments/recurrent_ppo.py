@@ -34,7 +34,6 @@ Figures:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -45,18 +44,18 @@ import jax
 import numpy as np
 import pandas as pd
 
-from experiments.ppo_cartpole import binned_returns
 from rljax import io, stats
-from rljax.config import ConfigError, require_float, require_int
+from rljax.config import ConfigError, param, with_defaults
 from rljax.envs.masked import masked_cartpole
 from rljax.nonfinite import NONFINITE_STEP
 from rljax.policies import mlp_actor_critic
 from rljax.policies.recurrent import gru_actor_critic
-from rljax.report import Figure, figures_table, format_number
+from rljax.report import Figure, figures_table, format_number, interval_dict, pyplot
 from rljax.stats.reported import reported_interval
 from rljax.sweep import Sweep
 from rljax.training import final_returns
-from rljax.training.ppo import PPOTrainConfig, make_ppo_train, train_config_from
+from rljax.training.episode_returns import binned_returns, ppo_results_table
+from rljax.training.ppo import PPOTrainConfig, make_ppo_train
 from rljax.training.recurrent_ppo import make_recurrent_ppo_train
 
 NAME = "recurrent-ppo"
@@ -64,12 +63,13 @@ DESCRIPTION = ("recurrent PPO: GRU vs feed-forward actor-critic on CartPole with
                "velocities, paired over seeds")
 ARMS = ("gru", "ff")
 ARM_LABELS = {"gru": "GRU", "ff": "feed-forward MLP"}
-METRIC_COLUMNS = ("loss", "policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
 
 
 @dataclass(frozen=True)
-class Config:
-    """Configuration of the study (every field settable with ``--set key=value``).
+class Config(with_defaults(PPOTrainConfig, num_envs=32, num_steps=32, learning_rate=1e-3)):
+    """Configuration of the study: the trainers' :class:`PPOTrainConfig` (the same for
+    both arms; this study's defaults: 32 envs x 32 steps, learning rate 1e-3) and the
+    networks, the env and the run's shape; every field settable with ``--set key=value``.
 
     Defaults: 16 seeds x 5e5 environment steps per arm; 32 envs x 32 steps per update
     (488 updates), 4 epochs x 4 minibatches (of 8 whole env sequences for the GRU, of 256
@@ -77,69 +77,31 @@ class Config:
     CleanRL's CartPole ones; GRU width 64, MLP 64 x 64.
     """
 
-    seeds: int = 16
-    block_size: int = 16
-    base_seed: int = 0
-    total_steps: int = 500_000
-    num_envs: int = 32
-    num_steps: int = 32
-    num_epochs: int = 4
-    num_minibatches: int = 4
-    gamma: float = 0.99
-    lam: float = 0.95
-    learning_rate: float = 1e-3
-    anneal_lr: bool = True
-    clip_epsilon: float = 0.2
-    value_clip: float = 0.2  # 0 switches value clipping off
-    entropy_coef: float = 0.01
-    value_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    hidden_size: int = 64
-    max_steps_in_episode: int = 500
-    curve_points: int = 20
-    final_updates: int = 20
-    bootstrap_reps: int = 2000
-    confidence: float = 0.95
-
-    def train_config(self) -> PPOTrainConfig:
-        """The trainers' config (the same for both arms)."""
-        return train_config_from(self)
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_steps // (self.num_envs * self.num_steps)
+    seeds: int = param(16, "seeds per arm (>= 2; both arms on the same seeds)",
+                       sweep=False, low=2)
+    block_size: int = param(16, "seeds per compiled block", sweep=False, low=1)
+    base_seed: int = param(0, "the sweep's base seed", sweep=False, low=0, high=2**31 - 1)
+    hidden_size: int = param(64, "GRU width; the MLP is hidden_size x hidden_size", low=1)
+    max_steps_in_episode: int = param(500, "the masked CartPole's episode limit", low=1)
+    curve_points: int = param(20, "points of the learning curves", sweep=False, low=1)
+    final_updates: int = param(20, "updates in the final-return window", sweep=False,
+                               low=1)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
+    confidence: float = param(0.95, "the intervals' confidence", sweep=False, low=0.0,
+                              high=1.0, low_open=True, high_open=True)
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first invalid field."""
-        require_int("seeds", self.seeds, 2)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)
-        for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "hidden_size",
-                     "total_steps"):
-            require_int(name, getattr(self, name), 1)
-        require_int("max_steps_in_episode", self.max_steps_in_episode, 1)
-        if self.total_steps < self.num_envs * self.num_steps:
-            raise ConfigError(f"total_steps: must be >= num_envs * num_steps = "
-                              f"{self.num_envs * self.num_steps}, got {self.total_steps}")
+        super().validate()
         if self.num_envs % self.num_minibatches:
             raise ConfigError(f"num_minibatches: must divide num_envs = {self.num_envs} (the "
                               f"GRU's minibatches are whole env sequences), got "
                               f"{self.num_minibatches}")
-        require_float("gamma", self.gamma, low=0.0, high=1.0)
-        require_float("lam", self.lam, low=0.0, high=1.0)
-        for name in ("learning_rate", "clip_epsilon", "max_grad_norm"):
-            require_float(name, getattr(self, name), low=0.0, low_inclusive=False)
-        for name in ("value_clip", "entropy_coef", "value_coef"):
-            require_float(name, getattr(self, name), low=0.0)
         for name in ("curve_points", "final_updates"):
-            require_int(name, getattr(self, name), 1)
             if getattr(self, name) > self.num_updates:
                 raise ConfigError(f"{name}: must be <= the number of updates total_steps // "
                                   f"(num_envs * num_steps) = {self.num_updates}, got "
                                   f"{getattr(self, name)}")
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
-        require_float("confidence", self.confidence, low=0.0, high=1.0, low_inclusive=False,
-                      high_inclusive=False)
 
 
 def networks(config: Config) -> dict[str, Any]:
@@ -163,7 +125,7 @@ def param_count(net: Any) -> int:
     return int(sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(params)))
 
 
-def run_arms(config: Config) -> dict[str, dict[str, Any]]:
+def run_arms(config: Config, options: Any = None) -> dict[str, dict[str, Any]]:
     """Both arms over ``seeds`` seeds (same base seed: seed ``i`` shares its key).
 
     Returns ``{arm: {"logs": {name: [S, U]}, "first_nonfinite": [S], "compile_seconds",
@@ -172,7 +134,7 @@ def run_arms(config: Config) -> dict[str, dict[str, Any]]:
     runs = {}
     for arm, train in trainers(config).items():
         sweep = Sweep(train, base_seed=config.base_seed, block_size=config.block_size)
-        result = sweep.run(config.seeds, desc=f"{NAME}-{arm}")
+        result = sweep.run(config.seeds, desc=f"{NAME}-{arm}", options=options)
         outputs = dict(result.outputs)
         first_nonfinite = np.asarray(outputs.pop(NONFINITE_STEP))
         runs[arm] = {"logs": {k: np.asarray(v) for k, v in outputs.items()},
@@ -184,20 +146,19 @@ def run_arms(config: Config) -> dict[str, dict[str, Any]]:
 
 def _interval(statistic: str, *samples: np.ndarray, key: jax.Array,
               config: Config) -> dict[str, Any]:
-    r = reported_interval(statistic, *samples, key=key, reps=config.bootstrap_reps,
-                          confidence=config.confidence)
-    return {"point": r.point, "low": r.low, "high": r.high, "method": r.method, "n": r.n,
-            "coverage": r.coverage, "note": r.note.rstrip(".")}
+    return interval_dict(reported_interval(statistic, *samples, key=key,
+                                           reps=config.bootstrap_reps,
+                                           confidence=config.confidence))
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     """Run the study; writes ``results.parquet``, ``summary.json``, ``report.md``,
     ``learning_curves.png`` and ``final_returns.png`` into ``out_dir``; returns the
     summary."""
     config.validate()
     out_dir = Path(out_dir)
     start = time.perf_counter()
-    runs = run_arms(config)
+    runs = run_arms(config, options)
     train_config = config.train_config()
     num_updates = train_config.num_updates
     steps_per_update = train_config.batch_size
@@ -284,33 +245,15 @@ def results_table(runs: dict[str, dict[str, Any]], steps_per_update: int) -> pd.
     episodes, episode_return`` (NaN when none finished), ``return_sum`` and the losses."""
     frames = []
     for arm in ARMS:
-        logs = runs[arm]["logs"]
-        num_seeds, num_updates = logs["return_sum"].shape
-        episodes = logs["episodes"].astype(np.int32)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_return = np.where(episodes > 0, logs["return_sum"] / episodes, np.nan)
-        updates = np.arange(1, num_updates + 1, dtype=np.int64)
-        table = {
-            "arm": np.repeat(arm, num_seeds * num_updates),
-            "seed": np.repeat(np.arange(num_seeds, dtype=np.int32), num_updates),
-            "update": np.tile(updates.astype(np.int32), num_seeds),
-            "env_steps": np.tile(updates * steps_per_update, num_seeds),
-            "episodes": episodes.reshape(-1),
-            "episode_return": mean_return.reshape(-1).astype(np.float32),
-            "return_sum": logs["return_sum"].reshape(-1).astype(np.float32),
-        }
-        for name in METRIC_COLUMNS:
-            table[name] = logs[name].reshape(-1).astype(np.float32)
-        frames.append(pd.DataFrame(table))
+        table = ppo_results_table(runs[arm]["logs"], steps_per_update)
+        table.insert(0, "arm", np.repeat(arm, len(table)))
+        frames.append(table)
     return pd.concat(frames, ignore_index=True)
 
 
 def _write_plots(summary: dict[str, Any], paired: dict[str, np.ndarray], config: Config,
                  out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     pct = f"{100 * config.confidence:g} %"
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -442,8 +385,3 @@ def reading(summary: dict[str, Any], config: Config) -> str:
             f"(FF: {summary['seeds_at_cap']['ff']}) sit at the {config.max_steps_in_episode}-"
             "step cap over the final window, so the GRU's upper interval bounds are the cap, "
             "not precision.")
-
-
-def config_fields() -> list[str]:
-    """Names of the config fields (for ``--set``)."""
-    return [f.name for f in dataclasses.fields(Config)]

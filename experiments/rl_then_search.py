@@ -2,9 +2,9 @@
 
 Seed claim: "fine-tune with GRPO, then add MCTS at inference for hard problems". A 2 x 2
 design per seed: the *untrained* MLP (the initialisation GRPO starts from) and the
-*GRPO-trained* MLP (``experiments.equation_training``, outcome reward only), each played
+*GRPO-trained* MLP (``rljax.training.equation``, outcome reward only), each played
 greedily and with Gumbel MuZero search at a fixed budget of policy/model evaluations
-per problem (``experiments.equation_search``). MCTS uses the verifier-based heuristic
+per problem (``rljax.search.equation``). MCTS uses the verifier-based heuristic
 value ``1 - phi / 3`` in both rows, so the policy factor changes only the prior.
 Accuracy is measured on held-out equations (the coefficient-hash split of
 :func:`rljax.envs.equation.is_held_out`; training draws only the other side) at each
@@ -18,7 +18,6 @@ negative interaction (:func:`scale_effects`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,20 +27,27 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from experiments.equation_search import heuristic_value, solve
-from experiments.equation_training import (
+from rljax import io
+from rljax.config import param
+from rljax.envs.equation import NUM_LEVELS, EquationEnv, EquationParams, sample_split_equation
+from rljax.report import (
+    Figure,
+    figures_table,
+    finite_or_none,
+    format_interval,
+    format_number,
+    pyplot,
+)
+from rljax.search.equation import heuristic_value, solve
+from rljax.stats.reported import reported_interval
+from rljax.sweep import Sweep
+from rljax.training.equation import (
     EquationTrainConfig,
     init_params,
     make_equation_grpo_train,
     make_network,
     start_state,
 )
-from rljax import io
-from rljax.config import require_int
-from rljax.envs.equation import NUM_LEVELS, EquationEnv, EquationParams, sample_split_equation
-from rljax.report import Figure, figures_table, format_number
-from rljax.stats.reported import reported_interval
-from rljax.sweep import Sweep
 
 NAME = "rl-then-search"
 DESCRIPTION = "GRPO-trained vs untrained policy, with and without MCTS, on 'solve for x'"
@@ -53,39 +59,31 @@ DATA_KIND = "counts"
 
 
 @dataclass(frozen=True)
-class Config:
-    """Each seed trains its own policy and evaluates it on its own held-out problems.
+class Config(EquationTrainConfig):
+    """The trainer's :class:`EquationTrainConfig` (its fields and defaults) and the
+    study's: each seed trains its own policy and evaluates it on its own held-out
+    problems.
 
     16 seeds (was 8): the intervals' measured coverage needs n >= 16 (see the report's
     procedure and rljax.stats.reported).
     """
 
-    seeds: int = 16
-    block_size: int = 8
-    base_seed: int = 0
-    updates: int = 600
-    problems_per_level: int = 64
-    mcts_budget: int = 64
-    bootstrap_reps: int = 2000
+    seeds: int = param(16, "seeds: each trains one policy", sweep=False, low=1)
+    block_size: int = param(8, "seeds per compiled block", sweep=False, low=1)
+    base_seed: int = param(0, "the sweep's base seed (32-bit keys, + small offsets)",
+                           sweep=False, low=0, high=2**31 - 1)
+    problems_per_level: int = param(64, "held-out evaluation equations per level and seed",
+                                    sweep=False, low=1)
+    mcts_budget: int = param(64, "MCTS evaluations per problem", sweep=False, low=1)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
 
-    def validate(self) -> None:
-        require_int("seeds", self.seeds, 1)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
-        require_int("updates", self.updates, 1)
-        require_int("problems_per_level", self.problems_per_level, 1)
-        require_int("mcts_budget", self.mcts_budget, 1)
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
-
-    def train_config(self) -> EquationTrainConfig:
-        return dataclasses.replace(EquationTrainConfig(), updates=self.updates)
 
 
 def evaluation_problems(key, config: Config) -> tuple[jax.Array, jax.Array, jax.Array]:
     """One seed's evaluation problems: ``(levels [L P], coeffs [L P, 4], solutions [L P])``,
     ``P = problems_per_level`` at each level, every one from the held-out side of the split
     (training draws only the other side:
-    :func:`experiments.equation_training.training_problems`)."""
+    :func:`rljax.training.equation.training_problems`)."""
     modulus = config.train_config().holdout_modulus
     levels = jnp.repeat(jnp.arange(NUM_LEVELS, dtype=jnp.int32), config.problems_per_level)
     coeffs, solution = jax.vmap(lambda k, lv: sample_split_equation(k, lv, modulus, True))(
@@ -170,8 +168,8 @@ def _interval(values: np.ndarray, key, reps: int) -> dict[str, Any]:
     # of them): the coverage that applies is the "counts" kind's
     iv = reported_interval("mean", np.asarray(values, np.float64), key=key, reps=reps,
                            data=DATA_KIND)
-    low, high = (float(v) if np.isfinite(v) else None for v in (iv.low, iv.high))
-    return {"point": float(np.mean(values)), "low": low, "high": high, "note": iv.note}
+    return {"point": float(np.mean(values)), "low": finite_or_none(iv.low),
+            "high": finite_or_none(iv.high), "note": iv.note}
 
 
 def effects_table(correct: dict[str, np.ndarray], key, reps: int) -> dict[str, Any]:
@@ -191,10 +189,11 @@ def effects_table(correct: dict[str, np.ndarray], key, reps: int) -> dict[str, A
     return table
 
 
-def run(config: Config, out_dir: Path) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     """Run the study; writes results.parquet, summary.json, report.md, accuracy_2x2.png."""
     result = Sweep(make_train(config), base_seed=config.base_seed,
-                   block_size=config.block_size).run(config.seeds, desc=NAME)
+                   block_size=config.block_size).run(config.seeds, desc=NAME,
+                                                  options=options)
     out = {c: np.asarray(result.outputs[c], np.float64) for c in CONDITIONS}  # [S, L, P]
     summary = analyse(out, config)
     summary["compile_seconds"] = result.compile_seconds
@@ -275,11 +274,7 @@ def analyse(out: dict[str, np.ndarray], config: Config) -> dict[str, Any]:
 
 
 def _plot(summary, out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.2
     x = np.arange(NUM_LEVELS)
@@ -323,8 +318,8 @@ def _scale_sentence(table: dict[str, Any], scale: str) -> str:
         reading = more
     else:
         reading = "consistent with additive (the interval contains 0)"
-    return (f"{name}: {format_number(inter['point'])} [{format_number(inter['low'])}, "
-            f"{format_number(inter['high'])}], {reading}")
+    return (f"{name}: {format_interval(inter['point'], inter['low'], inter['high'])}, "
+            f"{reading}")
 
 
 def report_markdown(summary: dict[str, Any], config: Config) -> str:
@@ -369,9 +364,8 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
                    "|---|---|---|---|---|"]
     for lv in range(NUM_LEVELS):
         t = s["effects"][f"level_{lv}"]
-        cells = [f"{format_number(t[f'{sc}_interaction']['point'])} "
-                 f"[{format_number(t[f'{sc}_interaction']['low'])}, "
-                 f"{format_number(t[f'{sc}_interaction']['high'])}]" for sc in SCALES]
+        cells = [format_interval(*(t[f"{sc}_interaction"][k] for k in ("point", "low", "high")))
+                 for sc in SCALES]
         flag = " (ceiling)" if lv in s["ceiling_levels"] else ""
         level_lines.append(f"| {lv} | {format_number(s['accuracy_by_level']['trained_greedy'][lv])}"
                            f"{flag} | " + " | ".join(cells) + " |")

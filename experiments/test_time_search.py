@@ -5,7 +5,7 @@ Equations at four difficulty levels, drawn from the *held-out split* of the prob
 GRPO-trained policy passed to :func:`run` is scored on problems its training never saw; for
 the flat prior nothing is trained and the split only keeps this study on the problems
 ``rl-then-search`` evaluates on).
-Every method of :mod:`experiments.equation_search` runs at budgets of 1 to 256
+Every method of :mod:`rljax.search.equation` runs at budgets of 1 to 256
 policy/model evaluations per problem; one seed of the sweep = a fresh draw of problems
 (the same problems for every method and budget of that seed) and fresh method randomness.
 
@@ -32,10 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from experiments.equation_search import METHODS, flat_prior, heuristic_value, solve
-from experiments.equation_training import start_state
 from rljax import io, stats
-from rljax.config import ConfigError, require_float, require_int
+from rljax.config import ConfigError, check_fields, param
 from rljax.envs.equation import (
     HOLDOUT_MODULUS,
     NUM_LEVELS,
@@ -43,9 +41,11 @@ from rljax.envs.equation import (
     EquationParams,
     sample_split_equation,
 )
-from rljax.report import Figure, figures_table, format_number
+from rljax.report import Figure, figures_table, finite_or_none, format_number, pyplot
+from rljax.search.equation import METHODS, flat_prior, heuristic_value, solve
 from rljax.stats.reported import reported_interval
 from rljax.sweep import Sweep
+from rljax.training.equation import start_state
 
 NAME = "test-time-search"
 DESCRIPTION = "Accuracy vs compute on 'solve for x': greedy, best-of-N, voting, PRM beam, MCTS"
@@ -56,26 +56,30 @@ DATA_KIND = "counts"
 
 @dataclass(frozen=True)
 class Config:
-    """``seeds`` problem sets of ``problems_per_level`` held-out equations per level.
+    """``seeds`` problem sets of ``problems_per_level`` held-out equations per level."""
 
-    ``holdout_modulus``: the problem split (:func:`rljax.envs.equation.is_held_out`; 0 or
-    1: no split, problems from the whole space); ``alpha``: family-wise error level of the
-    paired comparisons; ``permutation_resamples``: random sign flips per p-value.
-    """
-
-    seeds: int = 64
-    block_size: int = 8
-    base_seed: int = 0
-    problems_per_level: int = 8
-    budgets: str = "1,4,16,64,256"
-    methods: str = ",".join(METHODS)
-    max_steps: int = 8
-    bootstrap_reps: int = 2000
-    holdout_modulus: int = HOLDOUT_MODULUS
-    alpha: float = 0.05
-    permutation_resamples: int = 9999
+    seeds: int = param(64, "problem sets (seeds), ids 0 .. seeds - 1", sweep=False, low=1)
+    block_size: int = param(8, "seeds per compiled block", sweep=False, low=1)
+    base_seed: int = param(0, "the sweep's base seed (32-bit keys, + small offsets)",
+                           sweep=False, low=0, high=2**31 - 1)
+    problems_per_level: int = param(8, "held-out equations per level and seed", sweep=False,
+                                    low=1)
+    budgets: str = param("1,4,16,64,256", "evaluations per problem, comma-separated",
+                         sweep=False)
+    methods: str = param(",".join(METHODS), "the search methods, comma-separated",
+                         sweep=False)
+    max_steps: int = param(8, "the environment's step limit", sweep=False, low=1)
+    bootstrap_reps: int = param(2000, "bootstrap resamples", sweep=False, low=1)
+    holdout_modulus: int = param(
+        HOLDOUT_MODULUS, "the problem split (rljax.envs.equation.is_held_out; 0 or 1: no "
+        "split, problems from the whole space)", sweep=False, low=0)
+    alpha: float = param(0.05, "family-wise error level of the paired comparisons",
+                         sweep=False, low=0.0, high=1.0, low_open=True, high_open=True)
+    permutation_resamples: int = param(9999, "random sign flips per p-value", sweep=False,
+                                       low=1)
 
     def budget_list(self) -> list[int]:
+        """The budgets of ``budgets``, in the order given."""
         try:
             return [int(b) for b in self.budgets.split(",") if b.strip()]
         except ValueError:
@@ -83,19 +87,13 @@ class Config:
                               f"{self.budgets!r}") from None
 
     def method_list(self) -> list[str]:
+        """The methods of ``methods``, in the order given."""
         return [m.strip() for m in self.methods.split(",") if m.strip()]
 
     def validate(self) -> None:
-        require_int("seeds", self.seeds, 1)
-        require_int("block_size", self.block_size, 1)
-        require_int("base_seed", self.base_seed, 0, 2**31 - 1)  # 32-bit keys, + offsets
-        require_int("problems_per_level", self.problems_per_level, 1)
-        require_int("max_steps", self.max_steps, 1)
-        require_int("bootstrap_reps", self.bootstrap_reps, 1)
-        require_int("holdout_modulus", self.holdout_modulus, 0)
-        require_float("alpha", self.alpha, low=0.0, high=1.0, low_inclusive=False,
-                      high_inclusive=False)
-        require_int("permutation_resamples", self.permutation_resamples, 1)
+        """Raise :class:`ConfigError` naming the first invalid field: each against its
+        declaration, then the ``budgets`` and ``methods`` lists."""
+        check_fields(self)
         budgets = self.budget_list()
         if not budgets or min(budgets) < 1:
             raise ConfigError(f"budgets: must be comma-separated integers >= 1, got "
@@ -165,15 +163,10 @@ def accuracy_tables(outputs: dict[str, np.ndarray], config: Config, key) -> dict
                                    reps=config.bootstrap_reps, data=DATA_KIND)
             note = iv.note
             acc[method][str(b)] = float(per_seed[:, j].mean())
-            acc_ci[method][str(b)] = [_finite(iv.low), _finite(iv.high)]
+            acc_ci[method][str(b)] = [finite_or_none(iv.low), finite_or_none(iv.high)]
             by_level[method][str(b)] = [float(v) for v in levels[j]]
     return {"accuracy": acc, "accuracy_ci": acc_ci, "accuracy_by_level": by_level,
             "accuracy_interval_note": note}
-
-
-def _finite(value) -> float | None:
-    value = float(value)
-    return value if np.isfinite(value) else None
 
 
 def paired_sign_flip_test(differences, *, key: jax.Array, n_resamples: int = 9999
@@ -277,7 +270,8 @@ def paired_comparisons(outputs: dict[str, np.ndarray], config: Config, key
             iv = reported_interval("paired_difference", xa, xc, key=k_iv, reps=reps,
                                    confidence=confidence, data=DATA_KIND)
             note = iv.note
-            row = {"diff": float(d.mean()), "low": _finite(iv.low), "high": _finite(iv.high),
+            row = {"diff": float(d.mean()), "low": finite_or_none(iv.low),
+                   "high": finite_or_none(iv.high),
                    "p": paired_sign_flip_test(d, key=k_test,
                                               n_resamples=config.permutation_resamples)}
         rows.append((str(b), f"{a} - {c}", a, c, row))
@@ -314,11 +308,12 @@ def paired_comparisons(outputs: dict[str, np.ndarray], config: Config, key
 
 
 def run(config: Config, out_dir: Path, policy_apply=flat_prior, value_fn=heuristic_value,
-        params=None, policy_name: str = "flat prior + heuristic value") -> dict[str, Any]:
+        params=None, policy_name: str = "flat prior + heuristic value",
+        options: Any = None) -> dict[str, Any]:
     """Run the study; writes results.parquet, summary.json, report.md, accuracy_vs_compute.png."""
     sweep = Sweep(make_train(config, policy_apply, value_fn, params), base_seed=config.base_seed,
                   block_size=config.block_size)
-    result = sweep.run(config.seeds, desc=NAME)
+    result = sweep.run(config.seeds, desc=NAME, options=options)
     outputs = {m: np.asarray(v) for m, v in result.outputs.items()}
     summary: dict[str, Any] = {"experiment": NAME, "seeds": config.seeds,
                                "problems_per_seed": NUM_LEVELS * config.problems_per_level,
@@ -359,11 +354,7 @@ def _nan(value) -> float:
 
 
 def _plot(summary, config: Config, out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     budgets = config.budget_list()
     fig, ax = plt.subplots(figsize=(7, 4))
     for method in summary["accuracy"]:
@@ -459,10 +450,10 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         "of the methods' papers.", "",
         "## Procedure", "",
         "Budgets cap policy/model evaluations per problem; each method's allocation is in "
-        "experiments/equation_search.py. The problems of a seed are drawn once and shared by "
+        "rljax/search/equation.py. The problems of a seed are drawn once and shared by "
         "every method and budget of that seed, so all comparisons are paired by seed. "
         "Accuracy is the mean over seeds of each seed's mean over its problems; its interval: "
-        f"{summary['accuracy_interval_note']}. Paired differences: "
+        f"{summary['accuracy_interval_note'].rstrip('.')}. Paired differences: "
         f"{fam['interval_note'] or 'no non-degenerate pair'} (Bonferroni level 1 - "
         f"{config.alpha:g}/{fam['comparisons']}; the measured coverage figure is for the "
         "method at its nominal level); p-values from "

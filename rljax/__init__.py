@@ -37,9 +37,10 @@ _SUBMODULES = (
     "nonfinite",
     "policies",
     "rollout",
-    "runtime",
     "search",
+    "sensitivity",
     "stats",
+    "study",
     "sweep",
     "trackers",
     "training",
@@ -100,10 +101,11 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Trajectory": ("rollout", "Trajectory"),
     "episode_rollout": ("rollout", "episode_rollout"),
     "rollout_steps": ("rollout", "rollout"),
-    # rljax.runtime
-    "sweep_options": ("runtime", "sweep_options"),
+    # rljax.study
+    "run_study": ("study", "run_study"),
     # rljax.sweep
     "ChunkedSweep": ("sweep", "ChunkedSweep"),
+    "SweepOptions": ("sweep", "SweepOptions"),
     "NonFiniteFound": ("sweep", "NonFiniteFound"),
     "Sweep": ("sweep", "Sweep"),
     "SweepResult": ("sweep", "SweepResult"),
@@ -140,8 +142,10 @@ __all__ = [
     "make_ppo_chunks",
     "distributed",
     "nonfinite",
-    "runtime",
-    "sweep_options",
+    "sensitivity",
+    "study",
+    "run_study",
+    "SweepOptions",
     "NonFiniteFound",
     "generalized_advantage_estimation",
     "group_mean_advantages",
@@ -247,9 +251,10 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers (never ru
         nonfinite,
         policies,
         rollout,
-        runtime,
         search,
+        sensitivity,
         stats,
+        study,
         sweep,
         trackers,
         training,
@@ -303,11 +308,12 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers (never ru
     )
     from rljax.rollout import Trajectory, episode_rollout
     from rljax.rollout import rollout as rollout_steps
-    from rljax.runtime import sweep_options
+    from rljax.study import run_study
     from rljax.sweep import (
         ChunkedSweep,
         NonFiniteFound,
         Sweep,
+        SweepOptions,
         SweepResult,
         run_sweep,
         seed_key,

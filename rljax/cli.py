@@ -35,6 +35,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rljax.study import CHECKPOINTS, RUN_RECORD  # stdlib only: start-up stays light
+
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command ended by Ctrl-C
 EXPERIMENT_GROUP = "rljax.experiments"
@@ -131,10 +133,6 @@ def _literal_description(ep: EntryPoint | Any) -> str | None:
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
         return value.value
     return None
-
-
-CHECKPOINTS = "checkpoints"
-RUN_RECORD = "run.json"
 
 
 def _positive_int(flag: str, text: str | None, minimum: int) -> int | None:
@@ -397,17 +395,18 @@ def _grid_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def _announce_grid(module: Any, grid: Any, config: Any) -> None:
     """One stderr line: how many configs and seeds, and how many programs compile."""
-    from rljax.grid import traced_fields
+    from rljax.grid import split_structural, traced_fields
 
     seeds = getattr(config, "seeds", 1)
     traced = set(traced_fields(module.Config))
-    structural = [f for f in grid.fields if f not in traced]
+    configs = grid.configs(config)
+    off = {f for f in grid.fields if any(getattr(c, f) is None for c in configs)}
+    structural = [f for f in grid.fields if f not in traced or f in off]
     if structural:
-        programs = len({repr([getattr(c, f) for f in structural])
-                        for c in grid.configs(config)})
+        programs = len(split_structural(configs))
         print(f"grid: {len(grid)} configs x {seeds} seeds; {programs} distinct value(s) of the "
-              f"structural field(s) {', '.join(structural)}: one compiled program each "
-              f"(per program of the study)", file=sys.stderr)
+              f"structural field(s) {', '.join(structural)} (None is structural): one compiled "
+              f"program each (per program of the study)", file=sys.stderr)
     else:
         print(f"grid: {len(grid)} configs x {seeds} seeds; traced fields ({', '.join(grid.fields)})"
               " share each of the study's compiled programs (no extra compile)", file=sys.stderr)
@@ -445,6 +444,11 @@ def _build_grid(module: Any, name: str, overrides: dict[str, Any], grid_args: di
     grid = make_grid(module.Config, overrides, grid=grid_args.get("grid") or [],
                      sample=grid_args.get("sample") or [], samples=grid_args.get("samples"),
                      sample_seed=grid_args.get("sample_seed") or 0)
+    import inspect
+
+    if "grid" not in inspect.signature(module.run).parameters:
+        raise UsageError(f"--grid/--sample: study {name!r} runs one configuration (its run "
+                         "takes no grid); drop the flag, or vary a field with --set")
     seeds = getattr(config, "seeds", 1)
     pairs = len(grid) * seeds
     if pairs > CONFIRM_PAIRS and not yes:
@@ -455,122 +459,58 @@ def _build_grid(module: Any, name: str, overrides: dict[str, Any], grid_args: di
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
     """Refuse an output directory that holds something unless asked (before any work)."""
-    if resume:
-        if not (out / CHECKPOINTS / RUN_RECORD).is_file():
-            if (out / "config.json").is_file():
-                raise UsageError(f"--resume: {out} holds a finished run; nothing to resume")
-            raise UsageError(f"--resume: {out} has no checkpoints of an interrupted run")
-        return
-    if out.exists():  # a missing directory is always fine (and costs no pandas import)
-        from rljax import io
+    from rljax.study import RunRefused, check_output
 
-        io.check_output_dir(out, overwrite)
+    try:
+        check_output(out, resume=resume, overwrite=overwrite)
+    except RunRefused as err:
+        raise UsageError(str(err)) from None
 
 
 def _recorded_config(out: Path, name: str) -> dict[str, Any]:
     """The config an interrupted run in ``out`` started with (``--resume`` reuses it)."""
-    import json
+    from rljax.study import RunRefused, recorded_config
 
-    record = out / CHECKPOINTS / RUN_RECORD
     try:
-        data = json.loads(record.read_text())
-    except (OSError, ValueError):
-        if (out / "config.json").is_file():
-            raise UsageError(f"--resume: {out} holds a finished run; nothing to resume") from None
-        raise UsageError(f"--resume: {out} has no checkpoints of an interrupted run") from None
-    if data.get("experiment") != name:
-        raise UsageError(f"--resume: {out} holds a run of {data.get('experiment')!r}, "
-                         f"not {name!r}")
-    return dict(data.get("config", {}))
-
-
-def _check_same_run(out: Path, record: dict[str, Any]) -> None:
-    """``--resume``: the interrupted run must have had this config and this code."""
-    import json
-
-    there = json.loads((out / CHECKPOINTS / RUN_RECORD).read_text())
-    for field, value in record["config"].items():
-        old = there.get("config", {}).get(field)
-        if old != value:
-            raise UsageError(f"--resume: {out} was started with {field}={old!r}, not "
-                             f"{value!r}; resume with the same config")
-    if there.get("code_version") != record["code_version"]:
-        raise UsageError(f"--resume: {out} was started by another code version "
-                         f"({there.get('code_version')} there, {record['code_version']} here); "
-                         "resume with that code or start again with --overwrite")
+        return recorded_config(out, name)
+    except RunRefused as err:
+        raise UsageError(str(err)) from None
 
 
 def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
                checkpoint_every: int | None, grid: Any = None,
                grid_args: dict[str, Any] | None = None,
                progress: dict[str, bool] | None = None) -> int:
-    """Run the study into ``out``; ``progress`` (``started``, ``finished``) tells a Ctrl-C
+    """Run the study into ``out`` through :func:`rljax.study.run_study` (the protocol a
+    Python caller gets too); ``progress`` (``started``, ``finished``) tells a Ctrl-C
     handler what this run has written so far."""
-    import shutil
-    import tempfile
-    from dataclasses import asdict
-
-    from rljax import io
     from rljax.distributed import is_primary
-    from rljax.runtime import code_version, sweep_options
+    from rljax.study import RunRefused, run_study
 
-    primary = is_primary()
-    record = {"experiment": args.name, "config": asdict(config),
-              "code_version": code_version(module)}
-    if grid is not None:
-        record["grid_args"] = {**(grid_args or {}), "fields": list(grid.fields)}
-    checkpoints = out / CHECKPOINTS
-    if args.resume:
-        _check_same_run(out, record)
-    if grid is not None and primary:
-        _announce_grid(module, grid, config)
-    progress = {} if progress is None else progress
-    if primary:
-        if args.overwrite and checkpoints.is_dir():
-            shutil.rmtree(checkpoints)  # the old run's working state, not results
-        if args.overwrite or args.resume:  # an old config.json would mark a cut-short run
-            (out / "config.json").unlink(missing_ok=True)  # as finished; written again last
-        if not args.resume:
-            io.write_json(checkpoints / RUN_RECORD, record)
-        progress["started"] = True
-    scratch = None if primary else tempfile.TemporaryDirectory(prefix="rljax-process-")
-    work_out = out if primary else Path(scratch.name)
-    start = time.perf_counter()
+    def announce() -> None:
+        if grid is not None and is_primary():
+            _announce_grid(module, grid, config)
+
     try:
-        with sweep_options(checkpoint_dir=checkpoints, checkpoint_every=checkpoint_every,
-                           resume=args.resume, metadata=record,
-                           tensorboard_dir=Path(args.tensorboard) if args.tensorboard else None,
-                           ) as opts:
-            summary = (module.run(config, work_out) if grid is None
-                       else module.run(config, work_out, grid=grid))
-    finally:
-        if scratch is not None:
-            scratch.cleanup()
-    if not primary:
+        outcome = run_study(module, config, out, grid=grid, resume=args.resume,
+                            overwrite=args.overwrite, checkpoint_every=checkpoint_every,
+                            tensorboard_dir=args.tensorboard, grid_args=grid_args,
+                            state=progress, name=args.name, on_start=announce)
+    except RunRefused as err:
+        raise UsageError(str(err)) from None
+    if not is_primary():
         return 0
-    io.write_json(out / "config.json", {
-        "experiment": args.name,
-        "config": asdict(config),
-        "metadata": {**io.run_metadata(), "code_version": record["code_version"]},
-        "wall_seconds": time.perf_counter() - start,
-        "resumed": bool(args.resume),
-        "nonfinite": opts.nonfinite,
-        **({"grid": grid.record()} if grid is not None else {}),
-    })
-    progress["finished"] = True
-    if opts.nonfinite:
-        io.write_json(out / "nonfinite.json", opts.nonfinite)
-    shutil.rmtree(checkpoints, ignore_errors=True)  # the results are written
     print(f"wrote {out}/ (config.json, results.parquet, summary.json, report.md, *.png)")
-    for key, value in summary.items():
+    for key, value in outcome.summary.items():
         if isinstance(value, int | float | str) or value is None:
             print(f"  {key}: {value}")
-    if opts.nonfinite:
+    nonfinite = outcome.nonfinite
+    if nonfinite:
         shown = ", ".join(("" if "config" not in r else f"config {r['config']} ")
                           + f"seed {r['seed']} ({r['sweep']}, step {r['step']})"
-                          for r in opts.nonfinite[:5])
-        more = f" and {len(opts.nonfinite) - 5} more" if len(opts.nonfinite) > 5 else ""
-        print(f"warning: {len(opts.nonfinite)} seed run(s) went non-finite: {shown}{more}; "
+                          for r in nonfinite[:5])
+        more = f" and {len(nonfinite) - 5} more" if len(nonfinite) > 5 else ""
+        print(f"warning: {len(nonfinite)} seed run(s) went non-finite: {shown}{more}; "
               f"the other seeds are unaffected; listed in {out}/nonfinite.json; "
               f"find the operation with --debug-nans SEED", file=sys.stderr)
     return 0
@@ -578,26 +518,18 @@ def _run_study(module: Any, args: argparse.Namespace, config: Any, out: Path,
 
 def _debug_nans(module: Any, config: Any, seed: int, grid: Any = None) -> int:
     """Re-run one seed of every sweep of the study op by op with ``jax_debug_nans``."""
-    import tempfile
+    from rljax.study import debug_seed_run
 
-    from rljax.runtime import sweep_options
-    from rljax.sweep import NonFiniteFound
-
-    with tempfile.TemporaryDirectory(prefix="rljax-debug-") as tmp, \
-            sweep_options(debug_seed=seed, progress=False) as opts:
-        try:
-            if grid is None:
-                module.run(config, Path(tmp))
-            else:
-                module.run(config, Path(tmp), grid=grid)
-        except NonFiniteFound as found:
-            print(f"seed {seed}, sweep {found.sweep!r}: first non-finite value from "
-                  f"{found.operation!r} at {found.location}")
-            return 1
-        except Exception as err:  # the study's analysis of a one-seed debug run
-            print(f"(the study's analysis stopped on the debug run: {type(err).__name__})",
-                  file=sys.stderr)
-    names = ", ".join(opts._names) or "none"
+    result = debug_seed_run(module, config, seed, grid)
+    found = result["found"]
+    if found is not None:
+        print(f"seed {seed}, sweep {found.sweep!r}: first non-finite value from "
+              f"{found.operation!r} at {found.location}")
+        return 1
+    if result["analysis_error"]:
+        print(f"(the study's analysis stopped on the debug run: {result['analysis_error']})",
+              file=sys.stderr)
+    names = ", ".join(result["sweeps"]) or "none"
     print(f"seed {seed} stayed finite when re-run op by op in every sweep ({names})")
     return 0
 
@@ -763,8 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "those declaring SUPPORTS_TENSORBOARD = True; others exit 2)")
     run.add_argument("--grid", action="append", metavar="KEY=V1,V2,...",
                      help="sweep a field over these values (repeatable: the Cartesian "
-                          "product); only fields the study declares in Config.TRACED / "
-                          "Config.STRUCTURAL")
+                          "product); only fields its config declares sweepable (traced or "
+                          "structural, rljax.config.param)")
     run.add_argument("--sample", action="append", metavar="KEY=KIND:ARGS",
                      help="random search: KIND is loguniform:LO:HI, uniform:LO:HI, "
                           "intuniform:LO:HI or choice:V1:V2:... (repeatable; with --samples)")

@@ -6,14 +6,17 @@ compiled program runs any value and :class:`rljax.sweep.Sweep` vmaps them togeth
 the seeds. Its *structural* fields (shapes, counts, choices) fix the program, so a grid
 over one compiles one program per distinct value.
 
-A study declares which fields are which on its ``Config`` class::
+A config declares which fields are which where it declares them
+(:func:`rljax.config.param`)::
 
     @dataclass(frozen=True)
     class Config:
-        TRACED: ClassVar[tuple[str, ...]] = ("learning_rate", "kl_beta")
-        STRUCTURAL: ClassVar[tuple[str, ...]] = ("optimizer",)
-        learning_rate: float = 0.1
-        ...
+        learning_rate: float = param(0.1, "step size", traced=True, low=0, low_open=True)
+        optimizer: str = param("adam", "the optimizer", choices=("adam", "sgd"))
+        seeds: int = param(16, "seeds per configuration", sweep=False, low=1)
+
+(a config written without :func:`~rljax.config.param` may list ``TRACED`` and
+``STRUCTURAL`` names as class attributes instead).
 
 The command line builds a :class:`Grid` from ``--grid key=v1,v2`` (the Cartesian
 product, in the order given) or ``--sample key=loguniform:1e-4:1e-1 --samples K``
@@ -34,22 +37,18 @@ from typing import Any
 
 import numpy as np
 
-from rljax.config import ConfigError, build_config, field_types, parse_value
+from rljax.config import (
+    ConfigError,
+    build_config,
+    field_types,
+    parse_value,
+    structural_fields,
+    traced_fields,
+)
 
 #: A grid or sample of more (config, seed) pairs than this needs ``--yes``.
 CONFIRM_PAIRS = 1_000_000
 SAMPLERS = ("uniform", "loguniform", "choice", "intuniform")
-
-
-def traced_fields(config_cls: type) -> tuple[str, ...]:
-    """The fields a study traces (``Config.TRACED``, default none)."""
-    return tuple(getattr(config_cls, "TRACED", ()))
-
-
-def structural_fields(config_cls: type) -> tuple[str, ...]:
-    """The fields a grid may vary by compiling one program per value
-    (``Config.STRUCTURAL``, default none)."""
-    return tuple(getattr(config_cls, "STRUCTURAL", ()))
 
 
 def _dtype_of(values: Sequence[Any]) -> np.dtype:
@@ -321,29 +320,42 @@ class ProgramGroup:
     table: ConfigTable
 
 
-def split_structural(configs: Sequence[Any], traced: Sequence[str]) -> list[ProgramGroup]:
+def split_structural(configs: Sequence[Any],
+                     traced: Sequence[str] | None = None) -> list[ProgramGroup]:
     """Group full configs (dataclasses) by everything that is not traced.
 
     Returns one :class:`ProgramGroup` per distinct setting of the untraced fields, in the
     order each first appears; its ``structural`` holds the untraced fields that vary
     across ``configs``, its ``config_ids [K_g]`` the grid positions and its table the
-    traced values of ``traced`` (``[K_g]`` columns).
+    traced values of ``traced`` (``[K_g]`` columns; default: the configs' declared traced
+    fields, :func:`rljax.config.traced_fields`). A traced field set to ``None`` (a
+    feature switched off, e.g. ``value_clip``) is structural: it leaves the table and
+    its configurations compile their own program.
     """
-    traced = tuple(traced)
     if not configs:
         raise ConfigError("configs: need at least one configuration, got none")
+    traced = tuple(traced_fields(type(configs[0])) if traced is None else traced)
+
+    def off(config: Any) -> tuple[str, ...]:
+        return tuple(f for f in traced if getattr(config, f) is None)
+
     fixed = [f.name for f in dataclasses.fields(configs[0]) if f.name not in traced]
     varying = [f for f in fixed if len({repr(getattr(c, f)) for c in configs}) > 1]
     groups: dict[str, list[int]] = {}
     for c, config in enumerate(configs):
-        groups.setdefault(repr([getattr(config, f) for f in fixed]), []).append(c)
+        key = repr(([getattr(config, f) for f in fixed], off(config)))
+        groups.setdefault(key, []).append(c)
     out = []
     for ids in groups.values():
         first = configs[ids[0]]
-        rows = [{f: getattr(configs[c], f) for f in traced} for c in ids]
-        out.append(ProgramGroup(structural={f: getattr(first, f) for f in varying},
+        names = [f for f in traced if f not in off(first)]
+        rows = [{f: getattr(configs[c], f) for f in names} for c in ids]
+        structural = {f: getattr(first, f) for f in varying}
+        structural.update({f: None for f in off(first)
+                           if any(getattr(c, f) is not None for c in configs)})
+        out.append(ProgramGroup(structural=structural,
                                 config_ids=np.asarray(ids, np.int64),
-                                table=ConfigTable.from_rows(rows) if traced
+                                table=ConfigTable.from_rows(rows) if names
                                 else ConfigTable(columns={}, num_rows=len(ids))))
     return out
 
@@ -353,7 +365,9 @@ class GridResult:
     """What :func:`run_grid` returns: every configuration's outputs, in grid order.
 
     Attributes:
-      outputs: pytree of numpy arrays ``[K, S, ...]`` (config ``c``, seed ``seed_ids[s]``).
+      outputs: pytree of numpy arrays ``[K, S, ...]`` (config ``c``, seed ``seed_ids[s]``);
+        ``None`` when programs' outputs differ in shape (e.g. a grid over
+        ``total_steps``): then read each config's with :meth:`config_outputs`.
       configs: the ``K`` full configurations (dataclasses), in grid order.
       seed_ids: ``[S]`` int64 seed ids.
       programs: one ``{"structural": {...}, "configs": K_g, "compile_seconds": float}``
@@ -362,6 +376,9 @@ class GridResult:
       nonfinite: ``{(config, seed id): first bad step}`` over the whole grid.
       timed_fraction: share of the work ``run_seconds`` covers (see
         :class:`rljax.sweep.SweepResult`).
+      num_devices: devices the seeds were sharded over.
+      parts: per program, ``(config_ids [K_g], outputs [K_g, S, ...])``.
+      timed_fractions: per program, the share of its work its run time covers.
     """
 
     outputs: Any
@@ -371,6 +388,17 @@ class GridResult:
     run_seconds: float
     nonfinite: dict[tuple[int, int], int]
     timed_fraction: float
+    num_devices: int = 1
+    parts: tuple[tuple[np.ndarray, Any], ...] = ()
+    timed_fractions: tuple[float, ...] = ()
+
+    def config_outputs(self, c: int) -> Any:
+        """Configuration ``c``'s outputs, a pytree of ``[S, ...]`` arrays."""
+        for ids, outputs in self.parts:
+            where = np.flatnonzero(ids == c)
+            if where.size:
+                return _tree_map(lambda x, j=int(where[0]): np.asarray(x[j]), outputs)
+        raise IndexError(f"config: must be in 0..{len(self.configs) - 1}, got {c}")
 
     @property
     def compile_seconds(self) -> float:
@@ -378,44 +406,58 @@ class GridResult:
         return float(sum(p["compile_seconds"] for p in self.programs))
 
 
-def run_grid(make_train: Any, configs: Sequence[Any], traced: Sequence[str], num_seeds: int,
-             *, base_seed: int = 0, block_size: int = 1024, first_seed: int = 0,
-             paired: bool = True, desc: str | None = None, progress: bool | None = None,
-             devices: Any = None) -> GridResult:
+def run_grid(make_train: Any, configs: Sequence[Any], traced: Sequence[str] | None,
+             num_seeds: int, *, base_seed: int = 0, block_size: int = 1024,
+             first_seed: int = 0, paired: bool = True, desc: str | None = None,
+             progress: bool | None = None, devices: Any = None,
+             options: Any = None) -> GridResult:
     """Run every (config, seed) pair of ``configs``: one compiled program per distinct
     setting of the untraced fields, the traced ones vmapped with the seeds.
 
     Args:
-      make_train: ``make_train(config) -> train(key, hparams)``; called once per program
-        group with the group's first config (it must read every traced field from
-        ``hparams``, never from ``config``).
+      make_train: ``make_train(config) -> train(key, hparams)`` (run by a
+        :class:`rljax.sweep.Sweep`), or ``-> chunks`` with ``init`` / ``advance`` /
+        ``finish`` / ``num_chunks`` (e.g. :func:`rljax.training.make_ppo_chunks`'s, run
+        by a :class:`rljax.sweep.ChunkedSweep`: progress and checkpoints between
+        chunks; outputs ``{"logs": [K, S, chunks, ...], "final": [K, S, ...]}``); called
+        once per program group with the group's first config (it must read every traced
+        field from ``hparams``, never from ``config``).
       configs: ``K`` full configurations (dataclasses), e.g. :meth:`Grid.configs`.
-      traced: the traced field names (``Config.TRACED``).
-      num_seeds, base_seed, block_size, first_seed, paired, progress, devices: as for
-        :class:`rljax.sweep.Sweep` and its ``run``.
+      traced: the traced field names (``None``: the configs' declared ones).
+      num_seeds, base_seed, block_size, first_seed, paired, progress, devices, options:
+        as for :class:`rljax.sweep.Sweep` and its ``run``.
       desc: sweep name; a group of a structural grid is named ``desc`` + its values.
 
     Returns:
       :class:`GridResult` (outputs ``[K, S, ...]``). Config ``c``, seed ``i`` is bitwise
       what a grid of config ``c`` alone gives (same block size).
     """
-    from rljax.sweep import Sweep
+    from rljax.sweep import ChunkedSweep, Sweep
 
     configs = tuple(configs)
     groups = split_structural(configs, traced)
     parts, programs, run_seconds, timed, nonfinite = [], [], 0.0, 0.0, {}
+    num_devices, fractions = 1, []
     for group in groups:
         name = desc
         if group.structural and desc is not None:
             name = desc + "-" + "-".join(f"{k}={v}" for k, v in group.structural.items())
-        sweep = Sweep(make_train(configs[int(group.config_ids[0])]), base_seed=base_seed,
-                      block_size=block_size, devices=devices, paired=paired)
+        made = make_train(configs[int(group.config_ids[0])])
+        if callable(made):
+            sweep = Sweep(made, base_seed=base_seed, block_size=block_size, devices=devices,
+                          paired=paired)
+        else:
+            sweep = ChunkedSweep(made.init, made.advance, made.finish,
+                                 num_chunks=made.num_chunks, base_seed=base_seed,
+                                 block_size=block_size, devices=devices, paired=paired)
         result = sweep.run(num_seeds, configs=group.table, first_seed=first_seed,
-                           desc=name, progress=progress)
+                           desc=name, progress=progress, options=options)
         parts.append(result.outputs)
         programs.append({"structural": dict(group.structural), "configs": len(group.table),
                          "compile_seconds": float(result.compile_seconds)})
         run_seconds += result.run_seconds
+        num_devices = result.num_devices
+        fractions.append(float(result.timed_fraction))
         timed += result.timed_fraction * len(group.table)
         for (c, seed), step in result.nonfinite.items():
             nonfinite[(int(group.config_ids[c]), seed)] = step
@@ -425,11 +467,17 @@ def run_grid(make_train: Any, configs: Sequence[Any], traced: Sequence[str], num
     def gather(*xs):
         return np.concatenate(xs, axis=0)[inverse]
 
-    return GridResult(outputs=_tree_map(gather, *parts), configs=configs,
+    try:
+        outputs = _tree_map(gather, *parts)
+    except ValueError:  # programs of different output shapes: read per config
+        outputs = None
+    return GridResult(outputs=outputs, configs=configs,
+                      parts=tuple((g.config_ids, p) for g, p in zip(groups, parts, strict=True)),
                       seed_ids=np.arange(first_seed, first_seed + num_seeds, dtype=np.int64),
                       programs=tuple(programs), run_seconds=run_seconds,
                       nonfinite=dict(sorted(nonfinite.items())),
-                      timed_fraction=timed / len(configs))
+                      timed_fraction=timed / len(configs), num_devices=num_devices,
+                      timed_fractions=tuple(fractions))
 
 
 def _tree_map(fn: Any, *trees: Any) -> Any:

@@ -21,7 +21,8 @@ it for seeds ``0 .. num_seeds-1``:
   process computes its own devices' blocks and the outputs are gathered to every
   process (``process_allgather``); process 0 writes.
 * **Checkpoints.** Given a :class:`rljax.checkpoint.Checkpointer` (or a checkpoint
-  directory through :func:`rljax.runtime.sweep_options`, which the CLI opens), a sweep
+  directory in the run's :class:`SweepOptions`, which :func:`rljax.study.run_study`
+  passes down), a sweep
   saves every finished round's outputs (process 0) and a :class:`ChunkedSweep` also its
   block state every ``checkpoint_every`` chunks; ``resume`` reads finished rounds back
   and continues an interrupted one from its newest state, bitwise as if never stopped.
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -67,7 +69,6 @@ from rljax.contracts import check_array_outputs
 from rljax.cpu_threads import one_blas_thread
 from rljax.distributed import global_array, is_primary, to_host
 from rljax.nonfinite import NONFINITE_STEP, nonfinite_seeds
-from rljax.runtime import current_options, in_context
 from rljax.types import PRNGKey
 
 DEFAULT_BLOCK_SIZE = 1024
@@ -277,16 +278,69 @@ class _Pairs:
         return rec
 
 
+@dataclass
+class SweepOptions:
+    """What every sweep of one study run follows (passed down as an argument).
+
+    Attributes:
+      checkpoint_dir: where sweeps keep checkpoints (``None``: no checkpoints). A
+        :class:`~rljax.sweep.Sweep` saves each finished round; a
+        :class:`~rljax.sweep.ChunkedSweep` also saves within a round every
+        ``checkpoint_every`` chunks.
+      checkpoint_every: chunks between in-round checkpoints (``None``: only at round
+        boundaries).
+      resume: continue from the checkpoints in ``checkpoint_dir``.
+      metadata: JSON-able facts a checkpoint must match to be resumed (config, code
+        version); a mismatch is refused naming the first differing key.
+      debug_seed: re-run only this seed of every sweep, op by op with
+        ``jax_debug_nans``; the first operation that makes a NaN raises
+        :class:`~rljax.sweep.NonFiniteFound`.
+      progress: show progress bars (``None``: only on a terminal).
+      tensorboard_dir: write per-chunk aggregates across seeds here (only a
+        ``ChunkedSweep`` does; a study declares ``SUPPORTS_TENSORBOARD = True``).
+      nonfinite: filled by the sweeps: one record per flagged seed,
+        ``{"sweep", "seed", "step"}`` (``step`` -1 when the run does not report it).
+      names: the sweeps' names so far, ``NN-<desc>`` in the order they started (a study
+        starts its sweeps in a fixed order, so a resumed run finds its checkpoints).
+    """
+
+    checkpoint_dir: Path | None = None
+    checkpoint_every: int | None = None
+    resume: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    debug_seed: int | None = None
+    progress: bool | None = None
+    tensorboard_dir: Path | None = None
+    nonfinite: list[dict[str, Any]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_dir is not None:
+            self.checkpoint_dir = Path(self.checkpoint_dir)
+        if self.tensorboard_dir is not None:
+            self.tensorboard_dir = Path(self.tensorboard_dir)
+
+    def next_name(self, desc: str | None) -> str:
+        """The next sweep's name: ``NN-<desc>`` (desc made file-name safe)."""
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", desc or "sweep").strip("-") or "sweep"
+        name = f"{len(self.names) + 1:02d}-{slug}"
+        self.names.append(name)
+        return name
+
+
+
 class _Setup:
-    """What a sweep's ``run`` resolves from its arguments and :mod:`rljax.runtime`."""
+    """What a sweep's ``run`` resolves from its arguments and its
+    the run's :class:`SweepOptions`."""
 
     def __init__(self, sweep: Any, pairs: _Pairs, desc: str | None, progress: bool | None,
-                 checkpointer: Any, resume: bool | None, checkpoint_every: int | None):
+                 checkpointer: Any, resume: bool | None, checkpoint_every: int | None,
+                 options: Any = None):
         check_sweep_args(pairs.num_seeds, sweep.block_size)
-        opts = current_options()
+        opts = SweepOptions() if options is None else options
         self.opts = opts
         self.pairs = pairs
-        self.name = opts.next_name(desc) if in_context() else (desc or "sweep")
+        self.name = opts.next_name(desc) if options is not None else (desc or "sweep")
         self.progress = opts.progress if progress is None else progress
         self.resume = opts.resume if resume is None else bool(resume)
         self.debug_seed = opts.debug_seed
@@ -301,8 +355,8 @@ class _Setup:
                                                **pairs.record()}}
             checkpointer = Checkpointer(opts.checkpoint_dir / self.name, metadata=meta)
         if self.resume and checkpointer is None:
-            raise ValueError("resume: needs a checkpointer (or a checkpoint_dir in "
-                             "rljax.runtime.sweep_options)")
+            raise ValueError("resume: needs a checkpointer (or options with a "
+                             "checkpoint_dir, rljax.study.SweepOptions)")
         if checkpoint_every is None:
             checkpoint_every = opts.checkpoint_every if not explicit else 1
         if checkpoint_every is not None and (
@@ -553,6 +607,7 @@ class Sweep:
         resume: bool | None = None,
         progress: bool | None = None,
         desc: str | None = None,
+        options: Any = None,
     ) -> SweepResult:
         """Run seeds ``first_seed .. first_seed + num_seeds - 1`` (of every config).
 
@@ -563,16 +618,19 @@ class Sweep:
           first_seed: the first seed id (e.g. evaluation seeds after the tuning seeds);
             seed ``i``'s key depends on ``i`` alone, never on ``first_seed``.
           checkpointer: a :class:`rljax.checkpoint.Checkpointer`; each finished round's
-            outputs are saved under its ``rounds/`` (default: from
-            :func:`rljax.runtime.sweep_options`, else none).
-          resume: read finished rounds back instead of running them (default: the
-            runtime options').
-          progress: show a tqdm bar with ETA (default: the runtime options', else only
-            on a terminal).
+            outputs are saved under its ``rounds/`` (default: from ``options``, else
+            none).
+          resume: read finished rounds back instead of running them (default:
+            ``options``').
+          progress: show a tqdm bar with ETA (default: ``options``', else only on a
+            terminal).
           desc: the sweep's name (progress label and checkpoint directory).
+          options: a study run's the run's :class:`SweepOptions` (checkpoint
+            directory, resume, debug seed, TensorBoard; the sweep is then named
+            ``NN-<desc>`` and records non-finite seeds there); ``None``: defaults.
         """
         pairs = _Pairs(num_seeds, first_seed, configs)
-        setup = _Setup(self, pairs, desc, progress, checkpointer, resume, None)
+        setup = _Setup(self, pairs, desc, progress, checkpointer, resume, None, options)
         if setup.debug_seed is not None:
             seed = _check_debug_seed(setup.debug_seed, num_seeds)
             key, extra = _debug_inputs(self, pairs, seed)
@@ -744,6 +802,7 @@ class ChunkedSweep:
         resume: bool | None = None,
         progress: bool | None = None,
         desc: str | None = None,
+        options: Any = None,
     ) -> SweepResult:
         """Run seeds ``first_seed .. first_seed + num_seeds - 1`` (of every config).
 
@@ -752,16 +811,17 @@ class ChunkedSweep:
           configs, first_seed: as for :meth:`Sweep.run` (outputs gain a leading config
             axis ``[K, S, ...]``).
           checkpointer: a :class:`rljax.checkpoint.Checkpointer` (or anything with its
-            ``save``/``restore``/``steps``); ``None`` takes the runtime options'
-            (:func:`rljax.runtime.sweep_options`), else saves nothing. Its directory
+            ``save``/``restore``/``steps``); ``None`` takes ``options``' checkpoint
+            directory, else saves nothing. Its directory
             gets one checkpoint per ``checkpoint_every`` chunks (the round's state and
             logs so far) and, under ``rounds/``, each finished round's outputs.
           checkpoint_every: save every this many chunks (>= 1; default 1 with an
-            explicit checkpointer, else the runtime options', ``None`` = only finished
+            explicit checkpointer, else ``options``', ``None`` = only finished
             rounds). In-round checkpoints hold device state, so they need one process.
           resume: continue from the newest checkpoints (finished rounds are read back,
             the interrupted round continues from its saved chunk).
           progress, desc: tqdm bar over seeds x chunks; the sweep's name.
+          options: as for :meth:`Sweep.run`.
 
         Returns:
           :class:`SweepResult` whose ``outputs`` are ``{"logs": [S, num_chunks, ...],
@@ -769,7 +829,8 @@ class ChunkedSweep:
           first round's first calls (compilation included), ``run_seconds`` the rest.
         """
         pairs = _Pairs(num_seeds, first_seed, configs)
-        setup = _Setup(self, pairs, desc, progress, checkpointer, resume, checkpoint_every)
+        setup = _Setup(self, pairs, desc, progress, checkpointer, resume, checkpoint_every,
+                       options)
         if setup.debug_seed is not None:
             return self._debug(setup, pairs)
         init_block, advance_block, finish_block = self._program(configs)

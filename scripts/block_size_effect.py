@@ -16,9 +16,9 @@ import json
 
 import numpy as np
 
-from experiments.chain_training import make_chain_train
 from experiments.orm_vs_prm import episodes_to_threshold
 from rljax.sweep import Sweep
+from rljax.training.chain import make_chain_train
 
 
 def main() -> None:

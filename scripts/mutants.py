@@ -188,6 +188,27 @@ MUTANTS = (
            "        warn_no_final_obs(env_name)\n",
            "        pass\n",
            (CONTRACTS, "tests/test_ppo_train_options.py")),
+    # issue 32: declared once, options as arguments
+    Mutant("study_drops_sweep_options", "rljax/study.py",
+           "        summary = call_study(module, config, work_out, grid, options)\n",
+           "        summary = call_study(module, config, work_out, grid, SweepOptions())\n",
+           ("tests/test_study.py",)),
+    Mutant("none_traced_value_stays_traced", "rljax/grid.py",
+           "        return tuple(f for f in traced if getattr(config, f) is None)\n",
+           "        return ()\n",
+           ("tests/test_grid_cli.py",)),
+    Mutant("ppo_transform_reads_one_field", "rljax/training/ppo_config.py",
+           "if f.name in PPO_ARGUMENTS}",
+           "if f.name == \"clip_epsilon\"}",
+           ("tests/test_ppo_traced.py",)),
+    Mutant("check_fields_ignores_bounds", "rljax/config.py",
+           "                require_int(f.name, value, low, high)\n",
+           "                require_int(f.name, value)\n",
+           ("tests/test_config_declarations.py",)),
+    Mutant("study_config_copy_check_blind", "tests/test_structure.py",
+           "                if isinstance(k.value, ast.Attribute) and k.value.attr == k.arg\n",
+           "                if False\n",
+           ("tests/test_structure.py::test_the_copy_check_can_fail",)),
 )
 
 

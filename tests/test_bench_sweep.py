@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from experiments.benchmarks import sweep as bench
-from experiments.chain_training import make_chain_train
 from rljax.sweep import Sweep
+from rljax.training.chain import make_chain_train
 
 SEEDS = 256
 NUMPY_SEEDS = 128  # numpy runs ~50 k episodes/s: keep the test fast

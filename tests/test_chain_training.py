@@ -1,12 +1,12 @@
-"""experiments.chain_training: the run reports the first episode after which its
+"""rljax.training.chain: the run reports the first episode after which its
 parameters went non-finite (-1 while finite), per seed, under jit and vmap."""
 
 import numpy as np
 import pytest
 
-from experiments.chain_training import make_chain_train
 from rljax.nonfinite import NONFINITE_STEP
 from rljax.sweep import Sweep
+from rljax.training.chain import make_chain_train
 
 
 @pytest.mark.timeout(120)

@@ -159,7 +159,7 @@ class _RaisesInDel:
         raise KeyboardInterrupt
 
 
-def run(config, out_dir):
+def run(config, out_dir, options=None):
     _RaisesInDel()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

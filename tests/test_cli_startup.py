@@ -95,7 +95,7 @@ def test_every_public_name_resolves_lazily():
     assert set(rljax.__all__) <= set(dir(rljax))
     for name in rljax.__all__:
         assert getattr(rljax, name) is not None, name
-    from rljax import CartPole, make_ppo_train, rollout_steps, sweep_options  # noqa: F401
+    from rljax import CartPole, SweepOptions, make_ppo_train, rollout_steps  # noqa: F401
 
     assert rljax.rollout_steps is rljax.rollout.rollout
     assert rljax.envs.CartPole is CartPole
@@ -173,7 +173,8 @@ def test_study_and_benchmark_work_runs_with_one_blas_thread(tmp_path, monkeypatc
 
     study = types.ModuleType("probe_study")
     study.Config = Config
-    study.run = lambda config, out_dir: seen.append(("study", current_blas_threads())) or {}
+    study.run = (lambda config, out_dir, options=None:
+                 seen.append(("study", current_blas_threads())) or {})
     bench = types.ModuleType("probe_bench")
     bench.run = lambda: seen.append(("bench", current_blas_threads())) or {}
     bench.table = lambda result: "table"

@@ -18,8 +18,8 @@ import pytest
 from helpers.shape_sensitive import blocked_reference, plain_vmap
 from helpers.shape_sensitive import train as shape_sensitive_train
 
-from experiments.chain_training import make_chain_train
 from rljax.sweep import Sweep, run_sweep, seed_key
+from rljax.training.chain import make_chain_train
 
 REPO = Path(__file__).resolve().parents[1]
 

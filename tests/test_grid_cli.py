@@ -145,7 +145,8 @@ def test_more_than_a_million_runs_needs_yes(tmp_path, toy, capsys, monkeypatch):
     assert _run(out, "--seeds", "6000", "--grid", f"a={values}") == 2
     err = capsys.readouterr().err.strip()
     assert "1,200,000 runs" in err and "--yes" in err and not out.exists()
-    monkeypatch.setattr(toy, "run", lambda config, out_dir, grid=None: {"ran": len(grid)})
+    monkeypatch.setattr(toy, "run",
+                        lambda config, out_dir, grid=None, options=None: {"ran": len(grid)})
     assert _run(out, "--seeds", "6000", "--grid", f"a={values}", "--yes") == 0
 
 
@@ -213,3 +214,21 @@ def test_debug_nans_on_a_grid_reruns_the_first_config(tmp_path, toy, capsys):
     assert _run(out, "--grid", "a=0.5,-1.8", "--debug-nans", "2") == 0  # config 0 is finite
     assert "stayed finite" in capsys.readouterr().out
     assert not out.exists()
+
+
+def test_a_traced_field_set_to_none_is_structural():
+    """``value_clip=None`` (clipping off) removes a branch from the program: its configs
+    get their own program, without the field in the traced table; the others keep it."""
+    from rljax.config import traced_values
+    from rljax.grid import split_structural
+    from rljax.training import PPOTrainConfig
+
+    configs = [PPOTrainConfig(value_clip=v, learning_rate=lr)
+               for v in (None, 0.2) for lr in (1e-3, 2e-3)]
+    groups = split_structural(configs)
+    assert [g.config_ids.tolist() for g in groups] == [[0, 1], [2, 3]]
+    assert groups[0].structural == {"value_clip": None}
+    assert "value_clip" not in groups[0].table.names
+    assert groups[1].table.columns["value_clip"].tolist() == pytest.approx([0.2, 0.2])
+    assert groups[0].table.columns["learning_rate"].tolist() == pytest.approx([1e-3, 2e-3])
+    assert "value_clip" not in traced_values(configs[0])

@@ -62,7 +62,7 @@ def test_summary_of_all_three_arms(tmp_path, monkeypatch):
     prompts = lm_grpo.Config().eval_prompts
     level = np.tile([0, 1], prompts // 2)  # the evaluation set takes the levels in turn
 
-    def fake_run(config, run):
+    def fake_run(config, run, options=None):
         logs = {name: rng.random((seeds, chunks, k)).astype(np.float32)
                 for name in ("reward", "accuracy", "format", "process", "length",
                              "zero_signal_fraction", "kl", "clip_fraction", "loss")}
@@ -82,7 +82,7 @@ def test_summary_of_all_three_arms(tmp_path, monkeypatch):
         return {"logs": logs, "final": final, "first_chunk_seconds": 1.0, "run_seconds": 2.0}
 
     def fake_memory(trainer):
-        scale = 2 if trainer.config.algorithm == "ppo" else 1
+        scale = 2 if trainer.is_ppo else 1
         fields = ("param_bytes", "reference_bytes", "optimizer_bytes", "temp_bytes",
                   "argument_bytes", "output_bytes", "alias_bytes", "total_bytes")
         return {f: 1000 * scale for f in fields}

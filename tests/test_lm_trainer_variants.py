@@ -14,6 +14,7 @@ import pytest
 
 from rljax.advantages import overlong_penalty
 from rljax.algorithms.grpo import GroupBatch, grpo
+from rljax.config import ConfigError
 from rljax.policies import Decoder, DecoderConfig, save_hf_checkpoint
 from rljax.policies.lm_common import Completion
 from rljax.tokenizer import ARITHMETIC_ALPHABET, EOS_ID, PAD_ID, CharTokenizer
@@ -22,15 +23,36 @@ from rljax.training.lm import (
     LMTrainer,
     LMTrainState,
     _variant_metrics,
+    arithmetic_task,
     has_signal,
     is_truncated,
     make_lm_trainer,
 )
+from rljax.training.lm_config import (
+    LMArchitectureConfig,
+    LMDecoderConfig,
+    LMGRPOConfig,
+    LMPPOConfig,
+)
 
 BASE = LMTrainConfig(width=16, num_layers=1, num_heads=2, sft_steps=0, sft_batch=8,
                      rl_steps=1, steps_per_chunk=1, prompts_per_step=2, group_size=4,
-                     eval_prompts=4, levels=(1,), reward_format=1.0)
+                     eval_prompts=4, reward_format=1.0)
+TASK = arithmetic_task(BASE, (1,))
 P, G, T = 3, 4, BASE.max_new_tokens
+TRAIN_FIELDS = {f.name for f in dataclasses.fields(LMTrainConfig)}
+
+
+def make(config=BASE, algorithm=None, decoder=None):
+    """The trainer of ``config`` on level 1 (two-digit addition / subtraction)."""
+    return make_lm_trainer(config, algorithm, decoder, TASK)
+
+
+def split(settings: dict) -> tuple[LMTrainConfig, LMGRPOConfig]:
+    """``settings`` (fields of either) as BASE with the shared ones and a GRPO config."""
+    shared = {k: v for k, v in settings.items() if k in TRAIN_FIELDS}
+    own = {k: v for k, v in settings.items() if k not in TRAIN_FIELDS}
+    return dataclasses.replace(BASE, **shared), LMGRPOConfig(**own)
 VARIANT_METRICS = ("entropy", "response_length_correct", "response_length_incorrect",
                    "truncated_fraction", "kept_group_fraction", "entropy_kept_fraction")
 
@@ -47,7 +69,7 @@ def _state(trainer: LMTrainer, key) -> LMTrainState:
     init_key, value_key = jax.random.split(key)
     policy = trainer.initial_policy(init_key)
     params = policy
-    if trainer.config.algorithm == "ppo":
+    if trainer.is_ppo:
         params = {"policy": policy, "value": trainer.initial_value(value_key)}
     zero = jnp.zeros(())
     return LMTrainState(params=params, reference=policy,
@@ -60,11 +82,9 @@ def _state(trainer: LMTrainer, key) -> LMTrainState:
 
 
 def test_decoder_grpo_steps_under_jit_and_vmap():
-    """``architecture="decoder"`` trains a Decoder sized by the config's fields (GQA,
-    default SwiGLU width, tied head) per seed; the variant metrics are logged."""
-    config = dataclasses.replace(BASE, architecture="decoder", num_kv_heads=1,
-                                 tie_embeddings=True)
-    trainer = make_lm_trainer(config)
+    """An ``LMDecoderConfig`` trains a Decoder sized by the config's fields (GQA, default
+    SwiGLU width, tied head) per seed; the variant metrics are logged."""
+    trainer = make(decoder=LMDecoderConfig(num_kv_heads=1, tie_embeddings=True))
     assert isinstance(trainer.policy, Decoder)
     def start_and_step(key):
         state = _state(trainer, key)
@@ -109,9 +129,8 @@ def test_checkpoint_starts_every_seed_and_ppo_value_model_runs(tmp_path):
     its sizes replace the config's; PPO's decoder value model starts from its trunk with
     a fresh head, and a PPO step runs."""
     saved = _save(tmp_path / "ckpt", tokenizer=CharTokenizer())
-    config = dataclasses.replace(BASE, algorithm="ppo", architecture="decoder", width=32,
-                                 checkpoint=str(tmp_path / "ckpt"))
-    trainer = make_lm_trainer(config)
+    trainer = make(dataclasses.replace(BASE, width=32), LMPPOConfig(),
+                   LMDecoderConfig(checkpoint=str(tmp_path / "ckpt")))
     assert trainer.policy.config == dataclasses.replace(CKPT, max_position_embeddings=13)
     assert trainer.value.config.value_head
     state = jax.jit(jax.vmap(trainer.init))(jax.random.split(jax.random.key(0), 2))
@@ -140,7 +159,6 @@ def test_checkpoint_mismatches_are_one_line_errors(tmp_path):
     _save(tmp_path / "chars", tokenizer=reversed_chars)
     _save(tmp_path / "digits", tokenizer=CharTokenizer("0123456789"))  # fewer tokens
     _save(tmp_path / "plain")  # no tokenizer.json: the vocab size is checked instead
-    decoder = dataclasses.replace(BASE, architecture="decoder")
     cases = [("vocab", r"config.json: vocab_size 20"),
              ("short", r"config.json: max_position_embeddings 12 is shorter than "
                        r"prompt_length \+ max_new_tokens = 13"),
@@ -148,13 +166,18 @@ def test_checkpoint_mismatches_are_one_line_errors(tmp_path):
              ("digits", r"tokenizer.json: not the arithmetic task's character tokenizer")]
     for name, message in cases:
         with pytest.raises(ValueError, match=message) as error:
-            make_lm_trainer(dataclasses.replace(decoder, checkpoint=str(tmp_path / name)))
+            make(decoder=LMDecoderConfig(checkpoint=str(tmp_path / name)))
         assert "\n" not in str(error.value)
-    make_lm_trainer(dataclasses.replace(decoder, checkpoint=str(tmp_path / "plain")))
-    with pytest.raises(ValueError, match="checkpoint: needs architecture='decoder'"):
-        make_lm_trainer(dataclasses.replace(BASE, checkpoint=str(tmp_path / "plain")))
+    make(decoder=LMDecoderConfig(checkpoint=str(tmp_path / "plain")))
+    # a checkpoint is a decoder's: TinyLM's config has no such field, and a flat
+    # config that sets it with architecture="tiny" is refused in one line
+    with pytest.raises(TypeError, match="checkpoint"):
+        dataclasses.replace(BASE, checkpoint=str(tmp_path / "plain"))
+    with pytest.raises(ConfigError, match="^checkpoint: a decoder setting, needs "
+                                          "architecture='decoder'"):
+        LMArchitectureConfig(checkpoint=str(tmp_path / "plain")).decoder()
     with pytest.raises(FileNotFoundError, match="missing"):
-        make_lm_trainer(dataclasses.replace(decoder, checkpoint=str(tmp_path / "missing")))
+        make(decoder=LMDecoderConfig(checkpoint=str(tmp_path / "missing")))
 
 
 # ------------------------------------------------------------------ knobs -> transform
@@ -165,7 +188,7 @@ def _crafted_batch(trainer: LMTrainer, params):
     with spread, and old log-probs off the current ones (ratios != 1)."""
     rng = np.random.default_rng(0)
     n = P * G
-    prompt = rng.integers(3, 19, (n, BASE.prompt_length)).astype(np.int32)
+    prompt = rng.integers(3, 19, (n, TASK.prompt_length)).astype(np.int32)
     prompt[:, 0] = 1  # BOS
     tokens = rng.integers(3, 19, (n, T)).astype(np.int32)
     eos_at = rng.integers(0, T + 2, n)  # >= T: no EOS, truncated
@@ -205,7 +228,7 @@ def test_each_grpo_knob_reaches_the_transform():
     that argument (through ``policy_apply``, an independent path), which differs from the
     loss without it; the default config's transform is the pre-knob ``grpo`` call, loss
     and gradients bitwise."""
-    base = make_lm_trainer(BASE)
+    base = make()
     params = base.policy.init(jax.random.key(0))
     batch = _crafted_batch(base, params)
     with_actions = batch.replace(obs={**batch.obs, "actions": batch.actions})
@@ -227,7 +250,7 @@ def test_each_grpo_knob_reaches_the_transform():
 
         out = {}
         for i, knob in enumerate(KNOBS):
-            trainer = make_lm_trainer(dataclasses.replace(BASE, **knob))
+            trainer = make(*split(knob))
             kwargs = {**shared, **knob}
             without = {k: v for k, v in kwargs.items() if k not in KNOB_FIELDS}
             out[str(i)] = (loss(trainer.grpo_transform(), batch),
@@ -236,7 +259,7 @@ def test_each_grpo_knob_reaches_the_transform():
         pre_knob = grpo(log_prob_fn=log_prob_fn, group_size=G, advantage="group_relative",
                         clip_epsilon=0.2, clip_epsilon_high=None, kl_beta=0.0,
                         kl_estimator="k3", aggregation="token-mean")
-        ours, _, metrics = make_lm_trainer(BASE).grpo_transform().update(params, (), batch)
+        ours, _, metrics = make().grpo_transform().update(params, (), batch)
         pre, _, pre_metrics = pre_knob.update(params, (), batch)
         out["default"] = ((ours, metrics["loss"]), (pre, pre_metrics["loss"]))
         return out
@@ -277,8 +300,8 @@ def test_grpo_batch_drops_exactly_the_zero_signal_groups():
     """``dynamic_sampling`` masks the groups whose rewards are all equal and those with a
     NaN reward (numpy); ``truncated`` flags the completions without EOS; the old
     log-probs are ``completion_log_probs`` under the loss mask, bitwise."""
-    config = dataclasses.replace(BASE, prompts_per_step=4, dynamic_sampling=True)
-    trainer = CraftedRewardTrainer(**vars(make_lm_trainer(config)))
+    config = dataclasses.replace(BASE, prompts_per_step=4)
+    trainer = CraftedRewardTrainer(**vars(make(config, LMGRPOConfig(dynamic_sampling=True))))
     state = _state(trainer, jax.random.key(0))
 
     @jax.jit
@@ -328,9 +351,8 @@ def test_truncated_flags_match_numpy():
 
 def test_overlong_shaping_adds_exactly_the_penalty():
     """``score`` adds DAPO's eq. 13 of each completion's length (numpy) to the reward."""
-    shaped = make_lm_trainer(dataclasses.replace(BASE, overlong_max_length=5,
-                                                 overlong_cache=2))
-    plain = make_lm_trainer(BASE)
+    shaped = make(dataclasses.replace(BASE, overlong_max_length=5, overlong_cache=2))
+    plain = make()
     lengths = np.array([1, 2, 3, 4, 5, 5])
     tokens = np.full((6, T), 7, np.int32)
     for i, n in enumerate(lengths[:4]):
@@ -383,45 +405,83 @@ def test_variant_metrics_match_numpy():
 # ------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"architecture": "gpt"}, "architecture"),
-    ({"num_kv_heads": -1, "architecture": "decoder"}, "num_kv_heads"),
-    ({"num_kv_heads": 2}, "num_kv_heads"),  # decoder-only field on "tiny"
-    ({"intermediate_size": 32}, "intermediate_size"),
-    ({"tie_embeddings": True}, "tie_embeddings"),
-    ({"architecture": "decoder", "tie_embeddings": 1}, "tie_embeddings"),
-    ({"architecture": "decoder", "num_heads": 4, "num_kv_heads": 3}, "num_kv_heads"),
-    ({"architecture": "decoder", "width": 12, "num_heads": 4}, "width"),  # odd head size
-    ({"architecture": "decoder", "width": 18, "num_heads": 4}, "width"),
-    ({"checkpoint": "some/dir"}, "checkpoint"),
-    ({"checkpoint": None, "architecture": "decoder"}, "checkpoint"),
-    ({"scale_rewards": "global"}, "scale_rewards"),
-    ({"scale_rewards": "batch", "advantage": "reinforce_pp"}, "scale_rewards"),
-    ({"advantage": "reinforce"}, "advantage"),
-    ({"sequence_ratio": 1}, "sequence_ratio"),
-    ({"mask_truncated": "yes"}, "mask_truncated"),
-    ({"dynamic_sampling": 0}, "dynamic_sampling"),
-    ({"entropy_top_q": 1.5}, "entropy_top_q"),
-    ({"entropy_top_q": -0.1}, "entropy_top_q"),
-    ({"entropy_top_q": True}, "entropy_top_q"),
-    ({"overlong_max_length": -1}, "overlong_max_length"),
-    ({"overlong_max_length": 6}, "overlong_max_length"),  # > max_new_tokens = 5
-    ({"overlong_max_length": 4, "overlong_cache": 5}, "overlong_cache"),
-    ({"overlong_cache": 1}, "overlong_cache"),  # shaping is off
-    ({"algorithm": "ppo", "dynamic_sampling": True}, "dynamic_sampling"),
-    ({"algorithm": "ppo", "sequence_ratio": True}, "sequence_ratio"),
-    ({"algorithm": "ppo", "mask_truncated": True}, "mask_truncated"),
-    ({"algorithm": "ppo", "entropy_top_q": 0.2}, "entropy_top_q"),
-    ({"algorithm": "ppo", "scale_rewards": "group"}, "scale_rewards"),
+@pytest.mark.parametrize("shared, grpo, decoder, field", [
+    ({}, {"scale_rewards": "global"}, None, "scale_rewards"),
+    ({}, {"scale_rewards": "batch", "advantage": "reinforce_pp"}, None, "scale_rewards"),
+    ({}, {"advantage": "reinforce"}, None, "advantage"),
+    ({}, {"sequence_ratio": 1}, None, "sequence_ratio"),
+    ({}, {"mask_truncated": "yes"}, None, "mask_truncated"),
+    ({}, {"dynamic_sampling": 0}, None, "dynamic_sampling"),
+    ({}, {"entropy_top_q": 1.5}, None, "entropy_top_q"),
+    ({}, {"entropy_top_q": -0.1}, None, "entropy_top_q"),
+    ({}, {"entropy_top_q": True}, None, "entropy_top_q"),
+    ({"overlong_max_length": -1}, {}, None, "overlong_max_length"),
+    ({"overlong_max_length": 6}, {}, None, "overlong_max_length"),  # > max_new_tokens = 5
+    ({"overlong_max_length": 4, "overlong_cache": 5}, {}, None, "overlong_cache"),
+    ({"overlong_cache": 1}, {}, None, "overlong_cache"),  # shaping is off
+    ({}, {}, {"num_kv_heads": -1}, "num_kv_heads"),
+    ({}, {}, {"tie_embeddings": 1}, "tie_embeddings"),
+    ({}, {}, {"checkpoint": None}, "checkpoint"),
+    ({"num_heads": 4}, {}, {"num_kv_heads": 3}, "num_kv_heads"),
+    ({"width": 12, "num_heads": 4}, {}, {}, "width"),  # odd head size
+    ({"width": 18, "num_heads": 4}, {}, {}, "width"),
 ])
-def test_new_fields_are_validated(changes, field):
+def test_fields_are_validated(shared, grpo, decoder, field):
+    """Each config refuses a bad value of its own field, and the decoder's head sizes
+    are checked against the shared width and heads: one line naming the field."""
+    decoder = None if decoder is None else LMDecoderConfig(**decoder)
     with pytest.raises(ValueError, match=f"^{field}: ") as error:
-        make_lm_trainer(dataclasses.replace(BASE, **changes))
+        make(dataclasses.replace(BASE, **shared), LMGRPOConfig(**grpo), decoder)
     assert "\n" not in str(error.value)
 
 
+GRPO_ONLY = ("advantage", "aggregation", "kl_estimator", "scale_rewards", "sequence_ratio",
+             "mask_truncated", "entropy_top_q", "dynamic_sampling", "curriculum")
+DECODER_ONLY = ("num_kv_heads", "intermediate_size", "tie_embeddings", "checkpoint")
+
+
+def test_invalid_combinations_cannot_be_written():
+    """A GRPO knob on a PPO run, or a decoder field on TinyLM (the shared config), is
+    not a value to refuse: the config has no such field (``TypeError`` on construction,
+    as ``dataclasses.replace`` gives it); the pieces share no field."""
+    grpo = {f.name for f in dataclasses.fields(LMGRPOConfig)}
+    ppo = {f.name for f in dataclasses.fields(LMPPOConfig)}
+    decoder = {f.name for f in dataclasses.fields(LMDecoderConfig)}
+    assert grpo == set(GRPO_ONLY) and decoder == set(DECODER_ONLY)
+    assert not (grpo & ppo) and not (grpo & TRAIN_FIELDS) and not (ppo & TRAIN_FIELDS)
+    assert not (decoder & TRAIN_FIELDS) and not ({"algorithm", "architecture"} & TRAIN_FIELDS)
+    for name in GRPO_ONLY:
+        with pytest.raises(TypeError, match=name):
+            LMPPOConfig(**{name: LMGRPOConfig.__dataclass_fields__[name].default})
+    for name in DECODER_ONLY:
+        with pytest.raises(TypeError, match=name):
+            dataclasses.replace(BASE, **{name: LMDecoderConfig.__dataclass_fields__[name].default})
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"num_kv_heads": 2}, "num_kv_heads"),
+    ({"intermediate_size": 32}, "intermediate_size"),
+    ({"tie_embeddings": True}, "tie_embeddings"),
+    ({"checkpoint": "some/dir"}, "checkpoint"),
+    ({"architecture": "gpt"}, "architecture"),
+])
+def test_a_flat_config_refuses_decoder_fields_on_tiny(changes, field):
+    """The flat policy choice a study extends (``architecture`` plus the decoder's
+    fields) refuses a decoder field with ``architecture="tiny"`` in one line; with
+    ``"decoder"`` it gives the decoder config."""
+    config = LMArchitectureConfig(**changes)
+    with pytest.raises(ConfigError, match=f"^{field}: ") as error:
+        config.validate()  # each field against its declaration
+        config.decoder()
+    assert "\n" not in str(error.value)
+    if field != "architecture":
+        flat = dataclasses.replace(config, architecture="decoder")
+        assert flat.decoder() == LMDecoderConfig(**changes)
+
+
 def test_study_arms_are_valid_configs():
-    """Every arm of the lm-variants study is an LMTrainConfig that builds."""
+    """Every arm of the lm-variants study is a GRPO config (with shared clip and overlong
+    fields) that builds, with either policy."""
     arms = {
         "grpo": {"advantage": "group_relative", "aggregation": "sequence-mean-token-mean"},
         "dr_grpo": {"advantage": "group_mean", "aggregation": "sequence-mean-token-sum-norm"},
@@ -432,7 +492,6 @@ def test_study_arms_are_valid_configs():
         "reinforce_pp": {"advantage": "reinforce_pp"},
     }
     for arm, fields in arms.items():
-        for architecture in ("tiny", "decoder"):
-            trainer = make_lm_trainer(dataclasses.replace(BASE, architecture=architecture,
-                                                          **fields))
+        for decoder in (None, LMDecoderConfig()):
+            trainer = make(*split(fields), decoder)
             assert trainer.grpo_transform() is not None, arm

@@ -11,8 +11,11 @@ import pytest
 from rljax.checkpoint import Checkpointer, CheckpointError
 from rljax.sweep import ChunkedSweep
 from rljax.training.lm import (
+    LMGRPOConfig,
+    LMPPOConfig,
     LMTrainConfig,
     LMTrainer,
+    arithmetic_task,
     make_lm_trainer,
     training_step_memory,
     tree_bytes,
@@ -22,9 +25,14 @@ TINY = LMTrainConfig(width=16, num_layers=1, num_heads=2, sft_steps=3, sft_batch
                      rl_steps=4, steps_per_chunk=2, prompts_per_step=2, group_size=4,
                      eval_prompts=8)
 # the format reward gives this barely warmed-up model groups with signal
-STEP = {algorithm: dataclasses.replace(TINY, algorithm=algorithm, kl_beta=0.04, levels=(1,),
-                                       reward_format=1.0, sft_steps=20)
-        for algorithm in ("grpo", "ppo")}
+STEP_CONFIG = dataclasses.replace(TINY, kl_beta=0.04, reward_format=1.0, sft_steps=20)
+ALGORITHMS = {"grpo": LMGRPOConfig(), "ppo": LMPPOConfig()}
+
+
+def step_trainer(algorithm: str) -> LMTrainer:
+    """The trainer of STEP_CONFIG with ``algorithm`` on level 1 (two-digit add/sub)."""
+    return make_lm_trainer(STEP_CONFIG, ALGORITHMS[algorithm],
+                           task=arithmetic_task(STEP_CONFIG, (1,)))
 
 
 def _leaves_equal(a, b):
@@ -35,19 +43,36 @@ def _leaves_equal(a, b):
 
 
 @pytest.mark.parametrize("field, value", [
-    ("algorithm", "dpo"), ("group_size", 1), ("rl_steps", 5), ("mu", 0),
-    ("learning_rate", 0.0), ("kl_beta", -1.0), ("aggregation", "sum"),
-    ("advantage", "z"), ("kl_estimator", "k4"), ("max_new_tokens", 0),
+    ("group_size", 1), ("rl_steps", 5), ("mu", 0), ("learning_rate", 0.0),
+    ("kl_beta", -1.0), ("max_new_tokens", 0),
 ])
 def test_config_errors_name_the_field(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match=f"^{field}: ") as error:
         make_lm_trainer(dataclasses.replace(TINY, **{field: value}))
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("aggregation", "sum"), ("advantage", "z"), ("kl_estimator", "k4"),
+])
+def test_grpo_config_errors_name_the_field(field, value):
+    with pytest.raises(ValueError, match=f"^{field}: ") as error:
+        make_lm_trainer(TINY, LMGRPOConfig(**{field: value}))
+    assert "\n" not in str(error.value)
+
+
+def test_the_algorithm_is_a_config_not_a_name():
+    with pytest.raises(ValueError, match="^algorithm: must be an LMGRPOConfig or an "
+                                         "LMPPOConfig, got str$"):
+        make_lm_trainer(TINY, "dpo")
 
 
 def test_training_draws_are_disjoint_from_the_evaluation_set():
     """Warm-up / RL problems come from the training split, the evaluation set from the
     eval split (levels in turn); level 0 cannot be split and is flagged as not held out."""
-    trainer = make_lm_trainer(dataclasses.replace(TINY, levels=(0, 1), eval_prompts=64))
+    config = dataclasses.replace(TINY, eval_prompts=64)
+    task = arithmetic_task(config, (0, 1))
+    trainer = make_lm_trainer(config, task=task)
     evals = jax.device_get(trainer.eval_problems())
     np.testing.assert_array_equal(evals.level, np.tile([0, 1], 32))
     held_out = np.asarray(trainer.eval_held_out())
@@ -58,10 +83,10 @@ def test_training_draws_are_disjoint_from_the_evaluation_set():
     assert not np.asarray(trainer.task.is_held_out(flat)).any()
     assert set(np.asarray(flat.level).tolist()) == {0, 1}
     # the evaluation set is one fixed draw: the same for every trainer of the config
-    again = make_lm_trainer(dataclasses.replace(TINY, levels=(0, 1), eval_prompts=64))
+    again = make_lm_trainer(config, task=task)
     np.testing.assert_array_equal(again.eval_problems().operands, evals.operands)
     with pytest.raises(ValueError, match="eval_fraction"):
-        make_lm_trainer(dataclasses.replace(TINY, eval_fraction=1.5))
+        make_lm_trainer(TINY, task=arithmetic_task(TINY, eval_fraction=1.5))
 
 
 def test_warm_up_lowers_the_supervised_loss():
@@ -86,8 +111,8 @@ class NaNRewardTrainer(LMTrainer):
 # ppo's value-model path also runs in test_lm_trainer_variants; its run here is slow (~15 s)
 @pytest.mark.parametrize("algorithm", ["grpo", pytest.param("ppo", marks=pytest.mark.slow)])
 def test_rl_step_trains_on_rewards_and_never_on_nan_rewards(algorithm):
-    config = STEP[algorithm]
-    trainer = make_lm_trainer(config)
+    config = STEP_CONFIG
+    trainer = step_trainer(algorithm)
     state = jax.jit(trainer.init)(jax.random.key(1))  # a seed whose groups have signal
     new, metrics = jax.jit(trainer.rl_step)(state)
     assert int(new.step) == 1
@@ -147,8 +172,8 @@ def test_chunked_sweep_is_per_seed_resumes_bitwise_and_checks_config(tmp_path):
 
 
 def test_step_memory_counts_the_critic():
-    grpo = training_step_memory(make_lm_trainer(STEP["grpo"]))
-    ppo_trainer = make_lm_trainer(STEP["ppo"])
+    grpo = training_step_memory(step_trainer("grpo"))
+    ppo_trainer = step_trainer("ppo")
     ppo = training_step_memory(ppo_trainer)
     policy_bytes = tree_bytes(ppo_trainer.policy.init(jax.random.key(0)))
     value_bytes = tree_bytes(ppo_trainer.value.init(jax.random.key(0)))
@@ -164,16 +189,18 @@ def test_prompt_gdro_curriculum_over_levels():
     """A curriculum sampler picks the levels (difficulty = level) and learns from the
     groups; the level mix it drew is reported. No warm-up (``sft_steps=0``): the sampler's
     bookkeeping does not depend on it, and it would only add its compile."""
-    config = dataclasses.replace(TINY, levels=(0, 1), curriculum="prompt_gdro",
-                                 prompts_per_step=4, group_size=2, sft_steps=0)
-    trainer = make_lm_trainer(config)
+    config = dataclasses.replace(TINY, prompts_per_step=4, group_size=2, sft_steps=0)
+    task = arithmetic_task(config, (0, 1))
+    trainer = make_lm_trainer(config, LMGRPOConfig(curriculum="prompt_gdro"), task=task)
     state = jax.jit(trainer.init)(jax.random.key(0))
     new, metrics = jax.jit(trainer.rl_step)(state)
     assert 0.0 <= float(metrics["mean_level"]) <= 1.0
     attempts = np.asarray(new.curriculum.difficulty.attempts).sum()
     assert attempts == config.prompts_per_step * config.group_size
     assert np.asarray(state.curriculum.difficulty.attempts).sum() == 0
-    with pytest.raises(ValueError, match="curriculum"):
-        make_lm_trainer(dataclasses.replace(config, algorithm="ppo"))
-    with pytest.raises(ValueError, match="curriculum"):
-        make_lm_trainer(dataclasses.replace(config, curriculum="hard-first"))
+    # a curriculum is GRPO's: a PPO run has no such field
+    with pytest.raises(TypeError, match="curriculum"):
+        LMPPOConfig(curriculum="prompt_gdro")
+    with pytest.raises(ValueError, match="^curriculum: must be one of none, uniform, "
+                                         "prompt_gdro, got 'hard-first'$"):
+        make_lm_trainer(config, LMGRPOConfig(curriculum="hard-first"), task=task)

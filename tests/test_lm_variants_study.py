@@ -10,6 +10,8 @@ import pytest
 from experiments import lm_variants
 from rljax.cli import main
 from rljax.stats import holm
+from rljax.training.lm import LMTrainConfig, check_lm_trainer
+from rljax.training.lm_config import LMDecoderConfig, LMGRPOConfig
 
 TINY = ("sft_steps=0", "rl_steps=2", "steps_per_chunk=1", "prompts_per_step=2",
         "group_size=2", "width=16", "num_layers=1", "num_heads=2", "eval_prompts=8",
@@ -47,6 +49,9 @@ def test_tiny_study_through_the_cli(tmp_path):
     ("tuning_seeds=1", "tuning_seeds"), ("overlong_cache=99", "overlong_cache"),
     ("group_size=1", "group_size"), ("architecture=gpt2", "architecture"),
     ("checkpoint=/no/such/dir", "checkpoint"),  # needs architecture=decoder
+    ("num_kv_heads=2", "num_kv_heads"),  # a decoder field, needs architecture=decoder
+    ("dapo_overlong_cache=16", "dapo_overlong_cache"),  # < max_new_tokens = 16
+    ("learning_rate=1e-3", "learning_rate"),  # tuned over lr_grid, not read
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, capsys, setting, field):
     out = tmp_path / "bad"
@@ -69,34 +74,44 @@ def test_a_missing_checkpoint_is_a_one_line_error(tmp_path, capsys, study):
 def test_studies_forward_the_architecture_and_the_checkpoint():
     from experiments import lm_grpo
 
+    expected = LMDecoderConfig(num_kv_heads=1, checkpoint="/ckpt")
     for arm in lm_variants.ARMS:
-        cfg = lm_variants.Config(architecture="decoder", checkpoint="/ckpt").train_config(arm)
-        assert (cfg.architecture, cfg.checkpoint) == ("decoder", "/ckpt")
+        config = lm_variants.Config(architecture="decoder", num_kv_heads=1, checkpoint="/ckpt")
+        assert config.trainer_args(arm)[2] == expected
+        assert lm_variants.Config().trainer_args(arm)[2] is None  # TinyLM
     for run in lm_grpo.RUNS:
-        cfg = lm_grpo.Config(architecture="decoder", checkpoint="/ckpt").train_config(run)
-        assert (cfg.architecture, cfg.checkpoint) == ("decoder", "/ckpt")
+        config = lm_grpo.Config(architecture="decoder", num_kv_heads=1, checkpoint="/ckpt")
+        assert config.trainer_args(run)[2] == expected
+        assert lm_grpo.Config().trainer_args(run)[2] is None
 
 
 def test_every_arm_builds_its_published_settings():
     config = lm_variants.Config()
-    built = {arm: config.train_config(arm, 1e-4) for arm in lm_variants.ARMS}
-    assert built["grpo"].aggregation == "sequence-mean-token-mean"
-    assert built["dr_grpo"].advantage == "group_mean"
-    assert built["dr_grpo"].aggregation == "sequence-mean-token-sum-norm"
-    assert (built["dapo"].clip_epsilon_high, built["dapo_sym_clip"].clip_epsilon_high) == (
+    args = {arm: config.trainer_args(arm, 1e-4) for arm in lm_variants.ARMS}
+    shared = {arm: a[0] for arm, a in args.items()}
+    grpo = {arm: a[1] for arm, a in args.items()}
+    assert grpo["grpo"].aggregation == "sequence-mean-token-mean"
+    assert grpo["dr_grpo"].advantage == "group_mean"
+    assert grpo["dr_grpo"].aggregation == "sequence-mean-token-sum-norm"
+    assert (shared["dapo"].clip_epsilon_high, shared["dapo_sym_clip"].clip_epsilon_high) == (
         0.28, 0.2)
     for arm in ("dapo", "dapo_sym_clip"):
-        assert built[arm].dynamic_sampling and built[arm].aggregation == "token-mean"
-        assert built[arm].overlong_max_length == config.max_new_tokens
-        assert built[arm].overlong_cache == config.overlong_cache
-    assert built["gspo"].sequence_ratio and built["gspo"].clip_epsilon == 3e-4
-    assert built["rloo"].advantage == "leave_one_out"
-    assert built["reinforce_pp"].advantage == "reinforce_pp"
-    # equal rollouts and no KL in every arm
-    for cfg in built.values():
+        assert grpo[arm].dynamic_sampling and grpo[arm].aggregation == "token-mean"
+        assert shared[arm].overlong_max_length == config.max_new_tokens
+        assert shared[arm].overlong_cache == config.dapo_overlong_cache
+    for arm in ("grpo", "dr_grpo", "gspo", "rloo", "reinforce_pp"):
+        assert (shared[arm].overlong_max_length, shared[arm].overlong_cache) == (0, 0)
+        assert not grpo[arm].dynamic_sampling
+    assert grpo["gspo"].sequence_ratio and shared["gspo"].clip_epsilon == 3e-4
+    assert grpo["rloo"].advantage == "leave_one_out"
+    assert grpo["reinforce_pp"].advantage == "reinforce_pp"
+    # equal rollouts, no KL and the same task in every arm
+    for cfg, algorithm, decoder, task in args.values():
         assert (cfg.prompts_per_step, cfg.group_size, cfg.mu, cfg.kl_beta) == (8, 8, 2, 0.0)
         assert cfg.learning_rate == 1e-4
-        cfg.validate()
+        assert type(cfg) is LMTrainConfig and type(algorithm) is LMGRPOConfig
+        assert decoder is None and task == config.task()
+        check_lm_trainer(cfg, algorithm, decoder, task)
 
 
 # ----------------------------------------------------------------------------- synthetic
@@ -126,7 +141,7 @@ def _synthetic_run(tmp_path, monkeypatch, trends, accuracy_by_lr):
     held_out = np.arange(prompts) % 2 == 0
     calls = []
 
-    def fake_runner(config, arm, held, store, split):
+    def fake_runner(config, arm, held, store, split, options=None):
         def run_configs(indices, first_seed, num_seeds):
             phase = "evaluation" if first_seed == split.evaluation_first else "tuning"
             calls.append((arm, phase, tuple(int(i) for i in indices), first_seed, num_seeds))
@@ -145,7 +160,7 @@ def _synthetic_run(tmp_path, monkeypatch, trends, accuracy_by_lr):
             return held_out
 
     monkeypatch.setattr(lm_variants, "_runner", fake_runner)
-    monkeypatch.setattr(lm_variants, "make_lm_trainer", lambda cfg: FakeTrainer())
+    monkeypatch.setattr(lm_variants, "make_lm_trainer", lambda *args: FakeTrainer())
     config = lm_variants.Config(seeds=seeds, tuning_seeds=tuning, rl_steps=chunks * k,
                                 steps_per_chunk=k, arms=",".join(trends),
                                 lr_grid="1e-4,3e-4,1e-3", bootstrap_reps=200)

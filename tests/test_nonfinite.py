@@ -18,8 +18,7 @@ from rljax.nonfinite import (
     nonfinite_seeds,
     track_nonfinite,
 )
-from rljax.runtime import sweep_options
-from rljax.sweep import ChunkedSweep, NonFiniteFound, Sweep, seed_key
+from rljax.sweep import ChunkedSweep, NonFiniteFound, Sweep, SweepOptions, seed_key
 
 STEPS = 12
 
@@ -166,9 +165,10 @@ class FaultStudy:
     DESCRIPTION = "test study with a NaN"
 
     @staticmethod
-    def run(config, out_dir: Path):
+    def run(config, out_dir: Path, options=None):
         result = Sweep(fault_train, base_seed=config.base_seed,
-                       block_size=config.block_size).run(config.seeds, desc="fault")
+                       block_size=config.block_size).run(config.seeds, desc="fault",
+                                                          options=options)
         from rljax import io
 
         io.write_json(out_dir / "summary.json", {"finite": int(result.finite.sum())})
@@ -224,6 +224,7 @@ def test_debug_nans_names_the_operation(fault_registry, tmp_path, capsys):
 
 def test_nonfinite_found_from_the_sweep_api():
     bad_seed = min(reference_first_steps(3, 40))
-    with sweep_options(debug_seed=bad_seed), pytest.raises(NonFiniteFound) as info:
-        Sweep(fault_train, base_seed=3, block_size=16).run(40, desc="api")
+    with pytest.raises(NonFiniteFound) as info:
+        Sweep(fault_train, base_seed=3, block_size=16).run(
+            40, desc="api", options=SweepOptions(debug_seed=bad_seed))
     assert info.value.seed == bad_seed and "sqrt" in info.value.operation

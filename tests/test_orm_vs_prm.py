@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from experiments import orm_vs_prm
-from experiments.chain_training import make_chain_train
 from rljax.cli import main
-from rljax.config import ConfigError
+from rljax.config import ConfigError, structural_fields, traced_fields
 from rljax.grid import make_grid
+from rljax.training.chain import make_chain_train
 
 CONFIG = orm_vs_prm.Config(bootstrap_reps=200)
 
@@ -148,8 +148,9 @@ def test_traced_values_match_the_values_baked_in(mode):
 
 
 def test_sweepable_fields():
-    assert orm_vs_prm.Config.TRACED == ("learning_rate", "baseline_init", "baseline_rate")
-    assert orm_vs_prm.Config.STRUCTURAL == ("baseline", "chain_length")
+    assert traced_fields(orm_vs_prm.Config) == ("learning_rate", "baseline_init",
+                                                "baseline_rate")
+    assert structural_fields(orm_vs_prm.Config) == ("chain_length", "baseline")
     for field in ("episodes", "window", "threshold", "modes"):
         with pytest.raises(ConfigError, match=f"cannot vary '{field}'"):
             make_grid(orm_vs_prm.Config, {}, grid=[f"{field}=1,2"])

@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from experiments import ppo_cartpole
+from rljax import stats
 from rljax.cli import main
 from rljax.training import final_returns
+from rljax.training.episode_returns import PPO_METRICS, ppo_results_table
 
 
 @pytest.mark.timeout(120)
@@ -48,28 +50,13 @@ def test_tiny_study_writes_files_and_keys(tmp_path):
     assert summary["final_return_interval_note"] in procedure and "coverage" in procedure
 
 
-def test_clopper_pearson_matches_scipy_and_closed_forms():
-    from scipy.stats import binomtest
-
-    for x, n in ((0, 16), (3, 16), (15, 16), (16, 16), (1, 1), (37, 100)):
-        ref = binomtest(x, n).proportion_ci(confidence_level=0.95, method="exact")
-        np.testing.assert_allclose(ppo_cartpole.clopper_pearson(x, n), (ref.low, ref.high),
-                                   rtol=1e-9, atol=1e-12)
-    # x = n: [(alpha / 2)^(1 / n), 1]; x = 0: [0, 1 - (alpha / 2)^(1 / n)]
-    assert ppo_cartpole.clopper_pearson(16, 16) == pytest.approx((0.025 ** (1 / 16), 1.0))
-    assert ppo_cartpole.clopper_pearson(0, 16) == pytest.approx((0.0, 1 - 0.025 ** (1 / 16)))
-    for bad, field in (((17, 16), "successes"), ((1, 0), "trials"), ((-1, 4), "successes")):
-        with pytest.raises(ValueError, match=field):
-            ppo_cartpole.clopper_pearson(*bad)
-
-
 def _summary(iqm, ci, at_cap, seeds_at_cap):
     return {
         "final_return_iqm": iqm, "final_return_ci": ci, "final_return_at_cap": at_cap,
         "final_return_mean": iqm, "final_return_median": iqm,
         "final_return_interval_note": "iqm over n = 16: some interval, measured coverage 0.95",
         "fraction_seeds_final_500": seeds_at_cap / 16,
-        "fraction_seeds_final_500_ci": list(ppo_cartpole.clopper_pearson(seeds_at_cap, 16)),
+        "fraction_seeds_final_500_ci": list(stats.clopper_pearson(seeds_at_cap, 16)),
         "seeds_final_500": seeds_at_cap, "seeds_without_final_episode": 0,
         "env_steps_per_second": 1e5, "compile_seconds": 1.0, "env_steps_per_seed": 499_712,
         "updates": 976, "chunks": 16, "logged_rows": 976, "ppo_state_bytes": 2,
@@ -118,8 +105,8 @@ def test_binned_and_final_returns():
 def test_results_table_rows_of_several_updates():
     logs = {"return_sum": np.array([[20.0, 0.0], [30.0, 500.0]], np.float32),
             "episodes": np.array([[1, 0], [2, 1]], np.int32)}
-    logs.update({name: np.ones((2, 2), np.float32) for name in ppo_cartpole.METRIC_COLUMNS})
-    table = ppo_cartpole.results_table(logs, steps_per_update=128, log_every=3)
+    logs.update({name: np.ones((2, 2), np.float32) for name in PPO_METRICS})
+    table = ppo_results_table(logs, steps_per_update=128, log_every=3)
     assert table["seed"].tolist() == [0, 0, 1, 1]
     assert table["update"].tolist() == [3, 6, 3, 6]
     assert table["env_steps"].tolist() == [384, 768, 384, 768]
@@ -251,17 +238,30 @@ def test_tiny_grid_writes_columns_curves_and_plot(tmp_path):
     assert not np.array_equal(table[table["config"] == 0]["loss"], inside["loss"])
 
 
-def test_traced_fields_are_the_trainers_and_fields():
-    from rljax.training.ppo import TRACEABLE_HPARAMS
+def test_the_study_config_extends_the_trainers_and_reads_its_declarations():
+    """No field of PPOTrainConfig is re-declared: the study's config *is* one (its fields,
+    defaults and metadata are the trainer's); the traced set is the trainer's
+    declaration, and value_clip=None (off) is structural."""
+    import dataclasses
 
-    names = {f.name for f in __import__("dataclasses").fields(ppo_cartpole.Config)}
-    assert set(ppo_cartpole.Config.TRACED) <= set(TRACEABLE_HPARAMS) & names
-    assert set(ppo_cartpole.Config.STRUCTURAL) <= names
-    assert not set(ppo_cartpole.Config.TRACED) & set(ppo_cartpole.Config.STRUCTURAL)
-    assert "value_clip" not in ppo_cartpole.Config.TRACED  # 0 switches the branch off
+    from rljax.config import structural_fields, traced_fields
+    from rljax.training import PPOTrainConfig
+
+    trainer = {f.name: f for f in dataclasses.fields(PPOTrainConfig)}
+    study = {f.name: f for f in dataclasses.fields(ppo_cartpole.Config)}
+    assert issubclass(ppo_cartpole.Config, PPOTrainConfig)
+    for name, f in trainer.items():
+        assert study[name] is f, name  # the trainer's declaration itself, not a copy
+    assert traced_fields(ppo_cartpole.Config) == traced_fields(PPOTrainConfig)
+    assert {"hidden_size", "num_envs", "anneal_lr"} <= set(
+        structural_fields(ppo_cartpole.Config))
+    assert not {"seeds", "block_size", "curve_points"} & set(
+        structural_fields(ppo_cartpole.Config) + traced_fields(ppo_cartpole.Config))
     assert ppo_cartpole.Config().hparams() == {
-        "learning_rate": 2.5e-4, "clip_epsilon": 0.2, "entropy_coef": 0.01,
-        "value_coef": 0.5, "gamma": 0.99, "lam": 0.95, "max_grad_norm": 0.5}
+        "learning_rate": 2.5e-4, "adam_eps": 1e-5, "clip_epsilon": 0.2,
+        "entropy_coef": 0.01, "value_coef": 0.5, "value_clip": 0.2, "gamma": 0.99,
+        "lam": 0.95, "max_grad_norm": 0.5}
+    assert "value_clip" not in ppo_cartpole.Config(value_clip=None).hparams()
 
 
 @pytest.mark.parametrize("args, field", [
@@ -287,7 +287,7 @@ def _fake_runs(means):
         logs = {"return_sum": np.stack([np.zeros_like(m), m], axis=1),
                 "episodes": np.ones((m.shape[0], 2), np.int32)}
         logs.update({k: np.zeros((m.shape[0], 2), np.float32)
-                     for k in ppo_cartpole.METRIC_COLUMNS})
+                     for k in PPO_METRICS})
         runs.append({"logs": logs, "first_nonfinite": np.full(m.shape[0], -1)})
     return runs
 
@@ -296,7 +296,7 @@ def test_analysis_against_direct_means(tmp_path):
     """Three fields: the main panel's lines hold the third field at the best's value; the
     slices and paired differences are the per-config means of a known score matrix; a
     non-finite run is left out of its config and never picked as the best."""
-    from experiments import ppo_sensitivity
+    from rljax import sensitivity
     from rljax.grid import make_grid
 
     sets = {"total_steps": 1024, "num_steps": 128, "chunk_updates": 1, "curve_points": 1,
@@ -313,7 +313,7 @@ def test_analysis_against_direct_means(tmp_path):
     runs = _fake_runs(means)
     runs[11]["first_nonfinite"][2] = 1
     timing = {"programs": [], "compile_seconds": 0.0, "run_seconds": 1.0, "timed_steps": 0}
-    summary = ppo_sensitivity.analyse(configs, grid, runs, timing, tmp_path)
+    summary = ppo_cartpole.analyse_grid(configs, grid, runs, timing, tmp_path)
     scores = means.astype(np.float32).astype(np.float64)
     scores[11, 2] = np.nan
     assert summary["best"]["config"] == 7 and summary["best"]["tied_on_every_seed"] == [9]
@@ -321,7 +321,7 @@ def test_analysis_against_direct_means(tmp_path):
     assert summary["configs"][10]["final_return"]["high"] == 500.0
     assert summary["configs"][10]["seeds_at_cap"] == 3
     np.testing.assert_allclose(summary["configs"][10]["fraction_at_cap_ci"],
-                               ppo_cartpole.clopper_pearson(3, 4))
+                               stats.clopper_pearson(3, 4))
     lines = summary["curves"][0]["lines"]
     # lines per clip, entropy fixed at the best's 0.01: configs (lr, clip, ent) order
     ent = np.array([c.entropy_coef for c in configs])
@@ -353,6 +353,6 @@ def test_analysis_against_direct_means(tmp_path):
         assert d["point"] == pytest.approx(np.mean(scores[d["config"]][ok]
                                                    - scores[d["reference"]][ok]))
     worse = sum(d["low"] > 0 for d in summary["paired_vs_best"])
-    assert f"{worse} of 11 other configurations" in ppo_sensitivity.reading(summary)
+    assert f"{worse} of 11 other configurations" in sensitivity.reading(summary)
     assert set(pd.read_parquet(tmp_path / "results.parquet").columns[:4]) == {
         "config", "learning_rate", "clip_epsilon", "entropy_coef"}

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from experiments import ppo_env
-from experiments.ppo_env_configs import GENERIC_DISCRETE, PRESETS
 from rljax.cli import main
 from rljax.envs import FlattenObservation, NormalizeObservation, NormalizeReward
+from rljax.training.ppo_presets import GENERIC_DISCRETE, PRESETS
 
 
 def _run(out, env, *sets, extra=()):

@@ -1,5 +1,5 @@
-"""PPO's traced hyperparameters: ``train(key, hparams)`` reads every name of
-``TRACEABLE_HPARAMS`` inside the compiled program, bitwise the constant path of the
+"""PPO's traced hyperparameters: ``train(key, hparams)`` reads every field of
+``PPOTrainConfig`` declared traced inside the compiled program, bitwise the constant path of the
 config with those values (measured: equal in every bit, under jit and vmap), and refuses
 names it cannot trace."""
 
@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rljax.config import traced_fields
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
 from rljax.training.ppo import (
-    TRACEABLE_HPARAMS,
     PPOTrainConfig,
     make_ppo_chunks,
     make_ppo_train,
@@ -19,6 +19,7 @@ from rljax.training.ppo import (
 )
 
 NET = mlp_actor_critic(2, (16, 16))
+TRACEABLE_HPARAMS = traced_fields(PPOTrainConfig)
 # 3 updates of 4 envs x 16 steps, 2 epochs x 2 minibatches
 # (a large step size, so that 3 updates move the ratio past a clip of 0.05)
 BASE = PPOTrainConfig(num_envs=4, num_steps=16, total_steps=4 * 16 * 3, num_epochs=2,

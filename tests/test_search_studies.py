@@ -13,10 +13,10 @@ import pytest
 from helpers.study_runs import run_study
 
 from experiments import rl_then_search, test_time_search
-from experiments.equation_training import EquationTrainConfig, training_problems
 from rljax.cli import main
 from rljax.envs.equation import HOLDOUT_MODULUS, NUM_LEVELS, EquationEnv, enumerate_equations
 from rljax.envs.equation import is_held_out as split_fn
+from rljax.training.equation import EquationTrainConfig, training_problems
 
 
 def _sides():

@@ -209,3 +209,20 @@ def test_loo_values_match_leave_one_out_loop():
             if stat in ("median", "iqm"):  # by rank: the same multiset, in sorted order
                 got, ref = np.sort(got), np.sort(ref)
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_clopper_pearson_matches_scipy_and_closed_forms():
+    from scipy.stats import binomtest
+
+    from rljax.stats import clopper_pearson
+
+    for x, n in ((0, 16), (3, 16), (15, 16), (16, 16), (1, 1), (37, 100)):
+        ref = binomtest(x, n).proportion_ci(confidence_level=0.95, method="exact")
+        np.testing.assert_allclose(clopper_pearson(x, n), (ref.low, ref.high),
+                                   rtol=1e-9, atol=1e-12)
+    # x = n: [(alpha / 2)^(1 / n), 1]; x = 0: [0, 1 - (alpha / 2)^(1 / n)]
+    assert clopper_pearson(16, 16) == pytest.approx((0.025 ** (1 / 16), 1.0))
+    assert clopper_pearson(0, 16) == pytest.approx((0.0, 1 - 0.025 ** (1 / 16)))
+    for bad, field in (((17, 16), "successes"), ((1, 0), "trials"), ((-1, 4), "successes")):
+        with pytest.raises(ValueError, match=field):
+            clopper_pearson(*bad)

@@ -168,7 +168,7 @@ def test_cli_tensorboard_on_a_study_that_cannot_write_it_exits_2(tmp_path, capsy
     plain = types.ModuleType("plain_study")
     plain.Config, plain.DESCRIPTION = chunked_study.Config, "test: a Sweep-only study"
 
-    def run(config, out_dir):
+    def run(config, out_dir, options=None):
         calls.append(out_dir)
         return {"ok": 1}
 
@@ -196,7 +196,7 @@ def test_cli_tensorboard_on_a_study_that_cannot_write_it_exits_2(tmp_path, capsy
 def test_supports_tensorboard_is_declared_exactly_by_chunked_studies():
     """Every registered study declares ``SUPPORTS_TENSORBOARD = True`` iff its source runs a
     ``ChunkedSweep`` (the only sweep that writes TensorBoard logs), directly or through
-    ppo-cartpole's ``run_chunked_groups``."""
+    ``rljax.grid.run_grid`` over ``make_ppo_chunks``' chunked programs."""
     import ast
     import inspect
 
@@ -205,7 +205,7 @@ def test_supports_tensorboard_is_declared_exactly_by_chunked_studies():
     def calls_chunked_sweep(module):
         tree = ast.parse(inspect.getsource(module))
         return any(isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
-            node.func, "attr", None)) in ("ChunkedSweep", "run_chunked_groups")
+            node.func, "attr", None)) in ("ChunkedSweep", "make_ppo_chunks")
             for node in ast.walk(tree))
 
     studies = {name: ep.load() for name, ep in cli.registry(cli.EXPERIMENT_GROUP).items()}

@@ -65,10 +65,10 @@ import psutil
 
 from experiments import orm_vs_prm
 from experiments.benchmarks.scaling import PeakRSS
-from experiments.chain_training import make_chain_train
 from rljax.grid import ConfigTable, run_grid
 from rljax.stats.reported import reported_interval
 from rljax.sweep import Sweep
+from rljax.training.chain import make_chain_train
 
 MODE = "orm"
 CONFIG_COUNTS = (1, 16, 256)
@@ -254,14 +254,14 @@ def measure_big(num_configs: int, num_seeds: int, *, episodes: int = EPISODES,
     available = int(psutil.virtual_memory().available)
     start = time.perf_counter()
     with PeakRSS() as rss:
-        result = run_grid(make, configs, orm_vs_prm.Config.TRACED, num_seeds,
+        result = run_grid(make, configs, None, num_seeds,
                           block_size=block_size, progress=False, desc="big")
     wall = time.perf_counter() - start
     runs = num_configs * num_seeds
     out_bytes = sum(int(np.asarray(x).nbytes) for x in jax.tree_util.tree_leaves(result.outputs))
     peak_per_run = max(rss.delta, out_bytes) / runs
     check = num_configs // 2
-    alone = run_grid(make, [configs[check]], orm_vs_prm.Config.TRACED, num_seeds,
+    alone = run_grid(make, [configs[check]], None, num_seeds,
                      block_size=block_size, progress=False, desc="alone")
     same = all(np.array_equal(np.asarray(a)[check], np.asarray(b)[0]) for a, b in zip(
         jax.tree_util.tree_leaves(result.outputs), jax.tree_util.tree_leaves(alone.outputs),

@@ -73,7 +73,7 @@ from rljax.policies.decoder import Decoder, DecoderConfig
 from rljax.policies.lm import LMConfig, TinyLM
 from rljax.policies.lm_common import CausalLM, num_parameters
 from rljax.policies.sampling import log_softmax
-from rljax.training.lm import LMTrainConfig, make_lm_trainer
+from rljax.training.lm import LMGRPOConfig, LMPPOConfig, LMTrainConfig, make_lm_trainer
 
 BATCHES = (1, 64, 512)
 PROMPT_LENGTH = 8
@@ -205,10 +205,10 @@ def measure_step(algorithm: str, config: LMTrainConfig | None = None,
                  rounds: int | None = None) -> dict:
     """Compile time and median time over ``rounds`` (default ``STEP_ROUNDS``) of one seed's
     jitted RL step of the TinyLM trainer (``config``: default ``LMTrainConfig()`` without
-    warm-up)."""
+    warm-up; ``algorithm`` ``"grpo"`` or ``"ppo"``, each with its config's defaults)."""
     config = LMTrainConfig(sft_steps=0) if config is None else config
     rounds = STEP_ROUNDS if rounds is None else rounds
-    trainer = make_lm_trainer(dataclasses.replace(config, algorithm=algorithm))
+    trainer = make_lm_trainer(config, LMPPOConfig() if algorithm == "ppo" else LMGRPOConfig())
     state = jax.jit(trainer.init)(jax.random.key(0))
     step = jax.jit(trainer.rl_step)
     start = time.perf_counter()

@@ -9,7 +9,7 @@ gradient clip 0.5, lr 2.5e-4, tanh MLP 64x64 actor and critic.
 
 **Any other gymnax env** (``--env Pendulum-v1``, ``--env Breakout-MinAtar``, ...): both sides
 use the ``ppo`` study's published configuration of the env
-(:mod:`experiments.ppo_env_configs`; :data:`BENCH_PRESETS` names the row where it is not the
+(:mod:`rljax.training.ppo_presets`; :data:`BENCH_PRESETS` names the row where it is not the
 env's first: Breakout-MinAtar runs rejax's own ``benchmark/breakout_1m.yaml``, since the
 gymnax-blines 64 x 128-step, 256-wide config does not fit 128 seeds in a few minutes
 here). rljax runs the env exactly as the study does (``from_gymnax``, flattened /
@@ -88,7 +88,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.cpu_threads import blas_threads, current_blas_threads
-from rljax.envs import CartPole
+from rljax.envs import CartPole, registry
 from rljax.policies import mlp_actor_critic
 from rljax.training.ppo import PPOTrainConfig, make_ppo_train
 
@@ -258,16 +258,13 @@ def _rejax_train(num_updates: int, setup: Setup | None = None, final_updates: in
     kwargs = {"normalize_observations": True} if setup.normalize_observations else {}
     wrapper = _final_window_wrapper(LegacyStepAPIWrapper)
     start = (num_updates - final_updates) * c.num_steps  # steps per env before the window
-    if setup.env.startswith("brax:"):
+    if registry.is_brax(setup.env):
         # rejax's own Brax path (rejax.compat.brax2gymnax) inherits gymnax 1.0's step,
         # which reads state.time, a field Brax states lack; both sides step rljax's
         # BraxEnv instead (the same env code, as on gymnax envs), rejax through the same
         # five-value wrapper with its raw keys made typed
-        from experiments.ppo_env import make_env
-
         # rejax normalises observations itself (normalize_observations above)
-        env = wrapper(make_env(_study(setup, normalize_observations=False)), start,
-                      typed_keys=True)
+        env = wrapper(registry.make_env(setup.env), start, typed_keys=True)
         kwargs["env_params"] = env.default_params
     else:
         env = None
@@ -358,9 +355,8 @@ def _episode_updates(setup: Setup) -> int:
     end of every env even for a fixed-length env such as Pendulum (200 steps)."""
     if setup.preset == "ppo-cartpole":
         return 1
-    from experiments.ppo_env import make_env
-
-    limit = getattr(make_env(_study(setup)).default_params, "max_steps_in_episode", 0)
+    env = registry.make_env(setup.env, normalize_observations=setup.normalize_observations)
+    limit = getattr(env.default_params, "max_steps_in_episode", 0)
     return max(1, -(-int(limit) // setup.config.num_steps))
 
 

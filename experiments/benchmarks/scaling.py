@@ -3,7 +3,7 @@
 Workloads (one seed's run each, written for one seed; the sweep adds the seed axis):
 
 * **orm-vs-prm**: the study's default per-seed run,
-  ``experiments.chain_training.make_chain_train(mode="orm", episodes=400)``: 400 episodes
+  ``rljax.training.chain.make_chain_train(mode="orm", episodes=400)``: 400 episodes
   of tabular REINFORCE on the 5-step ChainMDP. Outputs per seed: ``success`` bool
   ``[400]`` and ``final_logits`` ``[5, 2]``. Throughput in episodes/s. (PRM mode is the
   same program with another discount, so its shapes and memory are the same.)
@@ -84,10 +84,10 @@ import psutil
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from experiments import ppo_cartpole
-from experiments.chain_training import make_chain_train
 from rljax.envs import CartPole
 from rljax.policies import mlp_actor_critic
 from rljax.sweep import SEED_AXIS
+from rljax.training.chain import make_chain_train
 from rljax.training.ppo import make_ppo_train
 
 WORKLOADS = ("orm-vs-prm", "ppo-cartpole")

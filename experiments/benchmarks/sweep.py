@@ -1,7 +1,7 @@
 """``rljax bench sweep``: the ORM-vs-PRM training through the library vs two references.
 
 Workload: one seed = 400 episodes of REINFORCE on the 5-step ChainMDP with a tabular
-softmax policy (``experiments.chain_training.make_chain_train``, ORM mode: every step's
+softmax policy (``rljax.training.chain.make_chain_train``, ORM mode: every step's
 return is the episode's outcome), plain SGD with lr 0.1, EMA baseline (0.5, rate 0.05).
 It is timed at 1, 1024 and 16384 seeds, in episodes per second:
 
@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry2x32_p
 
-from experiments.chain_training import make_chain_train
 from rljax.sweep import Sweep, seed_key
+from rljax.training.chain import make_chain_train
 
 CHAIN_LENGTH = 5
 EPISODES = 400

@@ -36,8 +36,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import rljax
-from experiments.chain_training import make_chain_train  # the study's own train(key)
 from rljax import stats
+from rljax.training.chain import make_chain_train  # the orm-vs-prm study's train(key)
 
 print("rljax", rljax.__version__, "| jax", jax.__version__, "|", jax.devices())
 

@@ -18,7 +18,9 @@
 # The same GRPO transform used on bandits trains a language model: `rljax.TinyLM` (a
 # flax decoder-only transformer with a KV cache) on `rljax.ArithmeticTask`, whose
 # rewards are programs (is the completion a well-formed integer? is it the right one?)
-# so no reward model is involved. The trainer in `rljax.training.lm`
+# so no reward model is involved. A run of the trainer in `rljax.training.lm` is composed
+# of the settings every run shares (`LMTrainConfig`), the algorithm's (`LMGRPOConfig`) and
+# the task (an `ArithmeticTask`). The trainer
 # splits one seed's run into `init` (initialise, supervised warm-up, evaluate),
 # `advance` (a chunk of GRPO steps, then an evaluation) and `finish`: the pieces
 # `rljax.ChunkedSweep` vmaps over seeds and checkpoints. Here we vmap them ourselves.
@@ -44,25 +46,24 @@ import numpy as np
 
 import rljax
 from rljax.stats.reported import reported_interval
-from rljax.training.lm import LMTrainConfig, make_lm_trainer
+from rljax.training.lm import LMGRPOConfig, LMTrainConfig, arithmetic_task, make_lm_trainer
 
 config = LMTrainConfig(
-    levels=(0,),                          # one-digit addition: 100 distinct problems
-    min_split_problems=100,               # split it anyway: 85 train / 15 held out
     width=32, num_layers=1, num_heads=2,  # the study uses width 64, 2 layers, 4 heads
     sft_steps=50, sft_batch=64,           # a short supervised warm-up on correct answers
     rl_steps=50, steps_per_chunk=25,      # GRPO: 2 chunks of 25 steps
     prompts_per_step=16, group_size=8,    # 16 prompts x 8 sampled completions per step
-    learning_rate=1e-3, advantage="group_relative", kl_beta=0.0,
+    learning_rate=1e-3, kl_beta=0.0,
     eval_prompts=100)                     # 100 i.i.d. draws from the held-out side
-trainer = make_lm_trainer(config)
-task = trainer.task
+task = arithmetic_task(config, levels=(0,),      # one-digit addition: 100 distinct problems
+                       min_split_problems=100)  # split it anyway: 85 train / 15 held out
+trainer = make_lm_trainer(config, LMGRPOConfig(advantage="group_relative"), task=task)
 print(f"split of level 0: {task.split_size(0, 'train')} training problems, "
       f"{task.split_size(0, 'eval')} held out; evaluation prompts held out: "
       f"{bool(np.all(trainer.eval_held_out()))}")
 num_params = sum(x.size for x in jax.tree_util.tree_leaves(
     jax.eval_shape(trainer.policy.init, jax.random.key(0))))
-print(f"TinyLM: {num_params:,} parameters, context {config.lm_config().context_length} "
+print(f"TinyLM: {num_params:,} parameters, context {trainer.policy.config.context_length} "
       f"tokens; {config.num_chunks} chunks x {config.steps_per_chunk} GRPO steps")
 
 # %% [markdown]

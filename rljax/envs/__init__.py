@@ -10,6 +10,7 @@ from rljax.envs.bandit import (
     PromptBankState,
 )
 from rljax.envs.base import Environment, EnvParams, EnvState
+from rljax.envs.batched import ENV_AXIS, vmap_env
 from rljax.envs.brax_adapter import BraxEnv, BraxParams, BraxState, from_brax
 from rljax.envs.chain import REWARD_MODES, ChainMDP, ChainParams, ChainState
 from rljax.envs.classic import CartPole, CartPoleParams, CartPoleState
@@ -17,9 +18,16 @@ from rljax.envs.equation import EquationEnv, EquationParams, EquationState
 from rljax.envs.gymnax_adapter import GymnaxEnv, from_gymnax
 from rljax.envs.jumanji_adapter import JumanjiEnv, JumanjiParams, JumanjiState, from_jumanji
 from rljax.envs.masked import MaskObservation, masked_cartpole
+from rljax.envs.registry import (
+    BRAX_PREFIX,
+    env_flattened,
+    env_kind,
+    is_brax,
+    make_env,
+    raw_env,
+)
 from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space, from_gymnax_space
 from rljax.envs.wrappers import (
-    ENV_AXIS,
     ClipAction,
     FlattenObservation,
     LogState,
@@ -69,6 +77,12 @@ __all__ = [
     "JumanjiParams",
     "JumanjiState",
     "from_jumanji",
+    "make_env",
+    "raw_env",
+    "env_kind",
+    "env_flattened",
+    "is_brax",
+    "BRAX_PREFIX",
     "ArithmeticTask",
     "Problems",
     "Rewards",
@@ -76,6 +90,7 @@ __all__ = [
     "MaskObservation",
     "masked_cartpole",
     "ENV_AXIS",
+    "vmap_env",
     "Wrapper",
     "TimeLimit",
     "TimeLimitState",

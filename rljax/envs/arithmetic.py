@@ -92,6 +92,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from rljax.config import ConfigError
 from rljax.tokenizer import ARITHMETIC_ALPHABET, BOS_ID, EOS_ID, NUM_SPECIAL, PAD_ID
 from rljax.types import Array, PRNGKey
 
@@ -968,6 +969,17 @@ class ArithmeticTask:
         return total.astype(jnp.float32)
 
 
+def parse_levels(levels: str) -> tuple[int, ...]:
+    """Levels written as text, e.g. a study's ``--set levels=0,1``: ``"0,1"`` -> ``(0, 1)``
+    (Python ints; empty entries are skipped, the range is :meth:`ArithmeticTask.validate`'s
+    to check); a one-line :class:`~rljax.config.ConfigError` naming ``levels`` otherwise."""
+    try:
+        return tuple(int(v) for v in levels.split(",") if v.strip())
+    except ValueError:
+        raise ConfigError(f"levels: must be comma-separated integers in 0..{NUM_LEVELS - 1}, "
+                          f"got {levels!r}") from None
+
+
 __all__ = [
     "LEVEL_NAMES",
     "LEVEL_SIZES",
@@ -983,6 +995,7 @@ __all__ = [
     "all_problems",
     "completion_text",
     "eval_split_mask_numpy",
+    "parse_levels",
     "problem_answer",
     "problem_hash",
     "problem_hash_numpy",

@@ -52,13 +52,11 @@ import numpy as np
 from flax import struct
 
 from rljax.envs.base import Environment
+from rljax.envs.batched import ENV_AXIS
 from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space
 from rljax.types import Array, PRNGKey
 
-ENV_AXIS = "env"
-"""The ``vmap`` axis name of a batch of environments (``jax.vmap(..., axis_name=ENV_AXIS)``),
-the ``axis_name`` the normalising wrappers merge their statistics over in the PPO trainer."""
-
+__all__ = ["ENV_AXIS"]  # re-exported: rljax.envs.batched defines it
 _INT32_MAX = np.iinfo(np.int32).max
 
 

@@ -49,22 +49,23 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rljax.search import (
+from rljax.search.action_selection import muzero_action_selection
+from rljax.search.base import (
+    LoopFn,
+    Params,
     PolicyOutput,
+    QTransform,
     RecurrentFnOutput,
     RootFnOutput,
-    Tree,
-    muzero_action_selection,
-    qtransform_by_parent_and_siblings,
-    search,
 )
-from rljax.search.base import LoopFn, Params, QTransform
-from rljax.search.loop import _mask_invalid_actions
+from rljax.search.loop import _mask_invalid_actions, search
 from rljax.search.policies import (
     _add_dirichlet_noise,
     _apply_temperature,
     _get_logits_from_probs,
 )
+from rljax.search.qtransforms import qtransform_by_parent_and_siblings
+from rljax.search.tree import Tree
 
 
 @struct.dataclass

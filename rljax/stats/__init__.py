@@ -78,6 +78,7 @@ from rljax.stats.reported import (
 )
 from rljax.stats.small_sample import (
     bootstrap_t_interval,
+    clopper_pearson,
     order_statistic_interval,
     order_statistic_ranks,
     paired_t_interval,
@@ -88,6 +89,7 @@ from rljax.stats.small_sample import (
 )
 
 __all__ = [
+    "clopper_pearson",
     "ATARI100K_ALGORITHMS",
     "METRICS",
     "aggregate_iqm",

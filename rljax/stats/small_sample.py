@@ -641,3 +641,37 @@ __all__ = [
     "two_way_t_bounds",
     "two_way_t_interval",
 ]
+
+
+def clopper_pearson(successes: int, trials: int,
+                    confidence: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval for a binomial proportion.
+
+    ``low = Beta^{-1}(alpha; x, n - x + 1)`` (0 when ``x = 0``) and ``high =
+    Beta^{-1}(1 - alpha; x + 1, n - x)`` (1 when ``x = n``), ``alpha = (1 - confidence) /
+    2``: the interval inverts two one-sided binomial tests, so its coverage is ``>=
+    confidence`` for every true proportion and every ``n`` (conservative; no simulation
+    needed). Clopper & Pearson, Biometrika 26, 1934.
+
+    Args:
+      successes: x, an integer in ``[0, trials]``.
+      trials: n >= 1.
+      confidence: in (0, 1).
+
+    Returns:
+      ``(low, high)`` floats in [0, 1].
+    """
+    from scipy.stats import beta
+
+    if not isinstance(trials, int | np.integer) or trials < 1:
+        raise ValueError(f"trials: must be an integer >= 1, got {trials!r}")
+    if not isinstance(successes, int | np.integer) or not 0 <= successes <= trials:
+        raise ValueError(f"successes: must be an integer in [0, trials = {trials}], "
+                         f"got {successes!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence: must be in (0, 1), got {confidence!r}")
+    alpha = (1.0 - confidence) / 2.0
+    x, n = int(successes), int(trials)
+    low = 0.0 if x == 0 else float(beta.ppf(alpha, x, n - x + 1))
+    high = 1.0 if x == n else float(beta.ppf(1.0 - alpha, x + 1, n - x))
+    return low, high

@@ -7,14 +7,15 @@ returns from a PPO run's logs (:func:`final_returns`)."""
 
 from rljax.training.episode_returns import final_returns
 from rljax.training.evaluation import Evaluation, evaluate_policy
-from rljax.training.lm import LMTrainConfig, make_lm_trainer
-from rljax.training.ppo import ENV_AXIS, PPOChunks, PPOChunkState, make_ppo_chunks, make_ppo_train
-from rljax.training.ppo_config import (
-    PPOTrainConfig,
-    config_fields,
-    ppo_optimizer,
-    train_config_from,
+from rljax.training.lm import (
+    LMDecoderConfig,
+    LMGRPOConfig,
+    LMPPOConfig,
+    LMTrainConfig,
+    make_lm_trainer,
 )
+from rljax.training.ppo import ENV_AXIS, PPOChunks, PPOChunkState, make_ppo_chunks, make_ppo_train
+from rljax.training.ppo_config import PPOTrainConfig, ppo_optimizer
 from rljax.training.recurrent_ppo import (
     SequenceObs,
     make_recurrent_ppo_train,
@@ -29,14 +30,15 @@ __all__ = [
     "make_ppo_train",
     "make_ppo_chunks",
     "ppo_optimizer",
-    "train_config_from",
     "make_recurrent_ppo_train",
     "recurrent_ppo_first_batch",
     "SequenceObs",
     "LMTrainConfig",
+    "LMGRPOConfig",
+    "LMPPOConfig",
+    "LMDecoderConfig",
     "make_lm_trainer",
     "Evaluation",
     "evaluate_policy",
     "final_returns",
-    "config_fields",
 ]

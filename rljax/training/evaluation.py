@@ -31,8 +31,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rljax.envs.batched import vmap_env
 from rljax.envs.spaces import Box, env_action_space
-from rljax.envs.wrappers import ENV_AXIS, RunningMoments
+from rljax.envs.wrappers import RunningMoments
 from rljax.policies.distributions import policy_distribution
 from rljax.types import Array, Params, PRNGKey
 
@@ -123,8 +124,7 @@ def evaluate_policy(
     distribution = policy_distribution(actor_critic)
     action_space = env_action_space(env, env_params)
     clip_box = action_space if isinstance(action_space, Box) else None
-    reset = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)
+    reset, step = vmap_env(env)
 
     reset_key, step_key, noise_key = jax.random.split(key, 3)
     obs, state = reset(jax.random.split(reset_key, num_episodes), env_params)

@@ -1,4 +1,16 @@
-"""Training a tiny language model on verifiable arithmetic: warm-up, then GRPO or PPO.
+"""Training a tiny language model on verifiable tasks: warm-up, then GRPO or PPO.
+
+A run is composed of four values (:func:`make_lm_trainer`), not of flags:
+
+* :class:`LMTrainConfig`, what every run shares: completion length, warm-up, RL
+  schedule, optimizer, clip and KL, sampling, reward weights, evaluation, model size;
+* the algorithm, :class:`~rljax.training.lm_config.LMGRPOConfig` (the default) or
+  :class:`~rljax.training.lm_config.LMPPOConfig`: a field only one algorithm reads lives
+  only in its config;
+* the policy: :class:`~rljax.policies.lm.TinyLM` (``decoder=None``), or with an
+  :class:`~rljax.training.lm_config.LMDecoderConfig` the decoder;
+* the task, an object with the methods of :class:`~rljax.training.lm_config.LMTask`:
+  :class:`~rljax.envs.arithmetic.ArithmeticTask` (:func:`arithmetic_task`) by default.
 
 One seed's run, cut into chunks so a sweep can checkpoint between them
 (:class:`rljax.sweep.ChunkedSweep`):
@@ -17,29 +29,29 @@ One seed's run, cut into chunks so a sweep can checkpoint between them
   sequences with a separate value model (``mu`` epochs).
 * ``finish(state)``: the final evaluation.
 
-Rewards that are NaN (e.g. a NaN weight) are counted in ``nan_rewards`` and their groups
-(GRPO) or sequences (PPO) are masked out of the update, never trained on.
+Rewards that are NaN (e.g. from a broken reward program) are counted in ``nan_rewards``
+and their groups (GRPO) or sequences (PPO) are masked out of the update, never trained on.
 
 **Evaluation set.** Training problems (warm-up and RL) come from the task's training
-split (``ArithmeticTask.sample``'s default ``split="train"``); the evaluation prompts are
-one fixed draw of ``eval_prompts`` problems from the disjoint eval split
-(``split="eval"``), drawn once from ``eval_seed`` and shared by every seed and arm, with
-the levels taken in turn (``levels[i % len(levels)]``, so each level has an equal share).
-Draws are with replacement, i.e. an i.i.d. sample of the eval split (what a bootstrap over
-prompts assumes). A level too small to split (``ArithmeticTask.training_only_levels``)
-has no eval side: its evaluation prompts are training problems and their accuracy is
-*training* accuracy -- ``eval_held_out`` marks the prompts that are held out. Evaluation
-decodes greedily (temperature 0) and keeps each prompt's correctness (``eval_correct
+split (``task.sample``'s default ``split="train"``); the evaluation prompts are one fixed
+draw of ``eval_prompts`` problems from the disjoint eval split (``split="eval"``), drawn
+once from ``eval_seed`` and shared by every seed and arm, with the task's levels taken in
+turn (``levels[i % len(levels)]``, so each level has an equal share). Draws are with
+replacement, i.e. an i.i.d. sample of the eval split (what a bootstrap over prompts
+assumes). A level too small to split (``ArithmeticTask.training_only_levels``) has no
+eval side: its evaluation prompts are training problems and their accuracy is *training*
+accuracy -- ``eval_held_out`` marks the prompts that are held out. Evaluation decodes
+greedily (temperature 0) and keeps each prompt's correctness (``eval_correct
 [eval_prompts]``), so a study can resample seeds *and* prompts.
 
-**Policy.** ``architecture="tiny"`` is :class:`~rljax.policies.lm.TinyLM` (GPT-2 style,
-the default); ``"decoder"`` is :class:`~rljax.policies.decoder.Decoder` (Llama / Qwen2
-style: RMSNorm, rotary positions, SwiGLU, grouped-query attention), sized by ``width``,
-``num_layers``, ``num_heads``, ``num_kv_heads``, ``intermediate_size`` and
-``tie_embeddings``. Both are :class:`~rljax.policies.lm_common.CausalLM`, so the trainer
+**Policy.** Without a decoder config the policy is :class:`~rljax.policies.lm.TinyLM`
+(GPT-2 style); with one it is :class:`~rljax.policies.decoder.Decoder` (Llama / Qwen2
+style: RMSNorm, rotary positions, SwiGLU, grouped-query attention). Both are sized by
+``width``, ``num_layers`` and ``num_heads``, with the context ``task.prompt_length +
+max_new_tokens``; both are :class:`~rljax.policies.lm_common.CausalLM`, so the trainer
 calls the same methods on either; PPO's value model is the same architecture with
-``value_head=True``. With ``checkpoint`` (a local Hugging Face-layout directory, read
-once by :func:`make_lm_trainer` on the host with
+``value_head=True``. With a decoder ``checkpoint`` (a local Hugging Face-layout
+directory, read once by :func:`make_lm_trainer` on the host with
 :func:`rljax.policies.load_hf_checkpoint`) the checkpoint's weights, not a random draw,
 start every seed: a draw held fixed across seeds (the seeds still differ in their
 warm-up, sampling and RL draws). Its sizes replace the size fields; its vocabulary must
@@ -47,8 +59,9 @@ be the task's character tokenizer and its context must cover ``prompt_length +
 max_new_tokens`` (:func:`load_checkpoint_policy`). PPO's value model then starts from
 the checkpoint's trunk with a fresh scalar head.
 
-**GRPO variants** are config fields passed to :func:`rljax.algorithms.grpo` (its module
-docstring has the formulas); with equal rollouts ``P x G`` per step:
+**GRPO variants** are :class:`~rljax.training.lm_config.LMGRPOConfig` fields (and the
+shared clip of :class:`LMTrainConfig`) passed to :func:`rljax.algorithms.grpo` (its
+module docstring has the formulas); with equal rollouts ``P x G`` per step:
 
 ==============  ==========================================================================
 GRPO            ``advantage="group_relative", aggregation="sequence-mean-token-mean"``
@@ -62,10 +75,11 @@ REINFORCE++     ``advantage="reinforce_pp"`` (or ``"reinforce_pp_baseline"``)
 80/20 entropy   ``entropy_top_q=0.2``
 ==============  ==========================================================================
 
-* ``overlong_max_length`` / ``overlong_cache`` (DAPO's soft overlong punishment) add
-  :func:`rljax.advantages.overlong_penalty` of each completion's length (``mask.sum()``,
-  EOS included) to its reward, for GRPO and PPO alike (a reward term, so the ``reward``
-  metric and the advantage see it; evaluation does not: it scores greedy accuracy).
+* ``overlong_max_length`` / ``overlong_cache`` (DAPO's soft overlong punishment,
+  :class:`LMTrainConfig` fields) add :func:`rljax.advantages.overlong_penalty` of each
+  completion's length (``mask.sum()``, EOS included) to its reward, for GRPO and PPO
+  alike (a reward term, so the ``reward`` metric and the advantage see it; evaluation
+  does not: it scores greedy accuracy).
 * ``dynamic_sampling`` is the **equal-budget** form of DAPO's dynamic sampling: the same
   ``P x G`` rollouts are generated, and the groups whose rewards (the shaped reward the
   advantage sees) are all equal -- no signal -- get mask 0, so they add nothing to the
@@ -114,7 +128,7 @@ from rljax.advantages import generalized_advantage_estimation, overlong_penalty
 from rljax.algorithms.grpo import GroupBatch, grpo
 from rljax.algorithms.loops import multi_step_update
 from rljax.algorithms.ppo import PPOBatch, ppo
-from rljax.config import require_float, require_int
+from rljax.config import ConfigError, check_fields, param
 from rljax.contracts import ContractError
 from rljax.curriculum import (
     DifficultyClassifier,
@@ -122,8 +136,8 @@ from rljax.curriculum import (
     prompt_gdro_sampler,
     uniform_sampler,
 )
-from rljax.envs.arithmetic import MIN_SPLIT_PROBLEMS, ArithmeticTask, Problems
-from rljax.losses import AGGREGATIONS, KL_ESTIMATORS, categorical_entropy
+from rljax.envs.arithmetic import ArithmeticTask, Problems
+from rljax.losses import categorical_entropy
 from rljax.nonfinite import NONFINITE_STEP, track_nonfinite
 from rljax.policies.decoder import Decoder, DecoderConfig
 from rljax.policies.hf_checkpoint import (
@@ -137,44 +151,34 @@ from rljax.policies.lm import LMConfig, TinyLM
 from rljax.policies.lm_common import CausalLM
 from rljax.policies.sampling import categorical_log_prob, log_softmax
 from rljax.tokenizer import ARITHMETIC_ALPHABET, EOS_ID, CharTokenizer
+from rljax.training.lm_config import (
+    LMDecoderConfig,
+    LMGRPOConfig,
+    LMPPOConfig,
+    LMTask,
+    check_task,
+)
 from rljax.types import Array, Params, PRNGKey
 
-ALGORITHMS = ("grpo", "ppo")
-ADVANTAGES = ("group_relative", "group_mean", "leave_one_out", "reinforce_pp",
-              "reinforce_pp_baseline")
-CURRICULA = ("none", "uniform", "prompt_gdro")
-ARCHITECTURES = ("tiny", "decoder")
-SCALE_REWARDS = ("", "group", "batch", "none")
-GRPO_ONLY = {"scale_rewards": "", "sequence_ratio": False, "mask_truncated": False,
-             "entropy_top_q": 0.0, "dynamic_sampling": False}
-DECODER_ONLY = {"num_kv_heads": 0, "intermediate_size": 0, "tie_embeddings": False}
+PROMPT_LENGTH = 8
+"""The default task's prompt columns (with BOS): the widest prompt of levels 0 and 1 is 7."""
+
+DEFAULT_LEVELS = (0, 1)
+"""The default task's levels: one-digit addition, two-digit addition / subtraction."""
 
 
 @dataclass(frozen=True)
 class LMTrainConfig:
-    """Everything one seed's LM training run depends on.
+    """What every LM training run shares, whatever its algorithm, policy and task (Python
+    scalars; the algorithm, the decoder's own settings and the task are the other
+    arguments of :func:`make_lm_trainer`).
+
+    Each field is declared once with :func:`rljax.config.param` (its help below and in
+    ``docs/lm.md``'s table, rendered by :func:`rljax.config.fields_markdown`);
+    :meth:`validate` checks them and the cross-field rules.
 
     Attributes:
-      algorithm: ``"grpo"`` or ``"ppo"``.
-      levels: arithmetic levels to draw prompts from (see ``rljax.envs.arithmetic``).
-      prompt_length, max_new_tokens: prompt columns (with BOS) and completion tokens.
-      width, num_layers, num_heads: the transformer (context = prompt + completion); for
-        ``"decoder"``: ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``
-        (``width / num_heads`` must be even: rotary embeddings rotate halves).
-      architecture: ``"tiny"`` (:class:`~rljax.policies.lm.TinyLM`, the default) or
-        ``"decoder"`` (:class:`~rljax.policies.decoder.Decoder`, Llama-style).
-      num_kv_heads: the decoder's key/value heads (0 = ``num_heads``; fewer is
-        grouped-query attention; must divide ``num_heads``). Decoder only.
-      intermediate_size: the decoder's SwiGLU width (0 = ``8 width / 3`` rounded up to a
-        multiple of 16, the parameters of a ``4 width`` GELU MLP: 176 for width 64, as
-        ``DecoderConfig``'s default). Decoder only.
-      tie_embeddings: the decoder's vocabulary head is the embedding's transpose.
-        Decoder only.
-      checkpoint: ``""`` (random init), or a local Hugging Face-layout directory whose
-        weights start every seed's policy (then ``sft_steps`` of warm-up on top, may be
-        0). Needs ``architecture="decoder"``; its sizes replace the fields above; its
-        vocabulary must be the task's character tokenizer and its
-        ``max_position_embeddings`` at least ``prompt_length + max_new_tokens``.
+      max_new_tokens: completion tokens sampled per prompt (``T``, EOS included).
       sft_steps, sft_batch, sft_learning_rate: supervised warm-up on correct solutions.
       rl_steps: RL steps in all (``num_chunks * steps_per_chunk``).
       steps_per_chunk: RL steps between evaluations / checkpoints.
@@ -182,84 +186,59 @@ class LMTrainConfig:
         (PPO: ``P * G`` prompts x 1 completion).
       learning_rate, max_grad_norm: Adam step size and global-norm clip of the RL phase.
       mu: inner iterations per batch (GRPO's mu, PPO's epochs).
-      clip_epsilon, clip_epsilon_high: ratio clip range.
-      kl_beta, kl_estimator: KL to the warm-started reference (GRPO: in the loss;
-        PPO: as reward shaping, k1 per token).
-      aggregation, advantage: GRPO's loss aggregation and advantage estimator
-        (``"group_relative"``, ``"group_mean"``, ``"leave_one_out"``, ``"reinforce_pp"``,
-        ``"reinforce_pp_baseline"``).
-      scale_rewards: GRPO's reward scale: ``""`` (the estimator's own), ``"group"``,
-        ``"batch"`` or ``"none"`` (the first three estimators only).
-      sequence_ratio: GSPO's sequence-level importance ratio (GRPO only).
-      mask_truncated: DAPO's overlong filtering: completions without EOS within
-        ``max_new_tokens`` get mask 0 (GRPO only).
-      entropy_top_q: 0 (off) or ``q`` in ``(0, 1]``: train on the top-``q`` entropy
-        tokens (GRPO only).
+      clip_epsilon, clip_epsilon_high: ratio clip range (``None``: symmetric).
+      kl_beta: KL to the warm-started reference (GRPO: in the loss, with the GRPO
+        config's estimator; PPO: as reward shaping, k1 per token).
+      temperature, top_k: sampling during training (top_k 0 = off).
+      reward_accuracy, reward_format, reward_process: weights of the task's reward
+        programs.
       overlong_max_length, overlong_cache: DAPO's soft overlong punishment ``L_max`` (0 =
         off; at most ``max_new_tokens``) and ``L_cache`` (in ``[0, L_max]``), added to the
         reward (GRPO and PPO).
-      dynamic_sampling: drop the zero-signal groups from the loss (the equal-budget form
-        of DAPO's dynamic sampling; module docstring). GRPO only.
-      temperature, top_k: sampling during training (top_k 0 = off).
-      reward_accuracy, reward_format, reward_process: weights of the reward programs.
-      value_coef, entropy_coef, lam: PPO's value weight, entropy bonus and GAE lambda.
-      eval_prompts, eval_seed: the evaluation set, one fixed draw from the eval split
-        (module docstring; the same for every seed).
-      eval_fraction, min_split_problems: the task's held-out share of each split level
-        and the smallest level it splits (``ArithmeticTask``).
-      curriculum: ``"none"`` (levels drawn uniformly by the task), or a
-        :mod:`rljax.curriculum` sampler over the levels as "prompts" (difficulty = level):
-        ``"uniform"`` or ``"prompt_gdro"`` (GRPO only).
+      eval_prompts, eval_seed: the evaluation set, one fixed draw from the task's eval
+        split (module docstring; the same for every seed).
+      width, num_layers, num_heads: the policy's size (the decoder's ``hidden_size``,
+        ``num_hidden_layers``, ``num_attention_heads``).
     """
 
-    algorithm: str = "grpo"
-    levels: tuple[int, ...] = (0, 1)
-    prompt_length: int = 8
-    max_new_tokens: int = 5
-    width: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    sft_steps: int = 150
-    sft_batch: int = 64
-    sft_learning_rate: float = 3e-3
-    rl_steps: int = 200
-    steps_per_chunk: int = 25
-    prompts_per_step: int = 16
-    group_size: int = 8
-    learning_rate: float = 3e-4
-    max_grad_norm: float = 1.0
-    mu: int = 1
-    clip_epsilon: float = 0.2
-    clip_epsilon_high: float | None = None
-    kl_beta: float = 0.0
-    kl_estimator: str = "k3"
-    aggregation: str = "token-mean"
-    advantage: str = "group_relative"
-    temperature: float = 1.0
-    top_k: int = 0
-    reward_accuracy: float = 1.0
-    reward_format: float = 0.0
-    reward_process: float = 0.0
-    value_coef: float = 0.5
-    entropy_coef: float = 0.0
-    lam: float = 0.95
-    eval_prompts: int = 256
-    eval_seed: int = 12345
-    eval_fraction: float = 0.2
-    min_split_problems: int = MIN_SPLIT_PROBLEMS
-    curriculum: str = "none"
-    architecture: str = "tiny"
-    num_kv_heads: int = 0
-    intermediate_size: int = 0
-    tie_embeddings: bool = False
-    checkpoint: str = ""
-    scale_rewards: str = ""
-    sequence_ratio: bool = False
-    mask_truncated: bool = False
-    entropy_top_q: float = 0.0
-    overlong_max_length: int = 0
-    overlong_cache: int = 0
-    dynamic_sampling: bool = False
+    max_new_tokens: int = param(5, "completion tokens sampled per prompt (T, EOS included)",
+                                low=1)
+    sft_steps: int = param(150, "supervised warm-up steps on correct solutions", low=0)
+    sft_batch: int = param(64, "problems per warm-up step", low=1)
+    sft_learning_rate: float = param(3e-3, "Adam's step size in the warm-up", low=0.0,
+                                     low_open=True)
+    rl_steps: int = param(200, "RL steps in all (a multiple of steps_per_chunk)", low=1)
+    steps_per_chunk: int = param(25, "RL steps between evaluations / checkpoints", low=1)
+    prompts_per_step: int = param(16, "P prompts per RL step (PPO: P G prompts)", low=1)
+    group_size: int = param(8, "G completions per prompt (PPO: one per prompt, P G "
+                            "prompts)", low=2)
+    learning_rate: float = param(3e-4, "Adam's step size in the RL phase", low=0.0,
+                                 low_open=True)
+    max_grad_norm: float = param(1.0, "global-norm gradient clip in the RL phase", low=0.0,
+                                 low_open=True)
+    mu: int = param(1, "updates per batch (GRPO's mu, PPO's epochs)", low=1)
+    clip_epsilon: float = param(0.2, "the ratio's clip range (below 1)", low=0.0,
+                                low_open=True)
+    clip_epsilon_high: float | None = param(None, "the ratio's clip range above 1 (None: "
+                                            "clip_epsilon)", low=0.0, low_open=True)
+    kl_beta: float = param(0.0, "weight of the KL to the warm-started reference (GRPO: in "
+                           "the loss; PPO: a per-token reward term)", low=0.0)
+    temperature: float = param(1.0, "sampling temperature in the RL phase", low=0.0)
+    top_k: int = param(0, "top-k sampling in the RL phase (0 = off)", low=0)
+    reward_accuracy: float = param(1.0, "weight of the task's accuracy reward")
+    reward_format: float = param(0.0, "weight of the task's format reward")
+    reward_process: float = param(0.0, "weight of the task's process reward")
+    overlong_max_length: int = param(0, "DAPO's overlong shaping L_max (0 = off; <= "
+                                     "max_new_tokens)", low=0)
+    overlong_cache: int = param(0, "DAPO's overlong shaping L_cache (<= "
+                                "overlong_max_length)", low=0)
+    eval_prompts: int = param(256, "evaluation prompts: one fixed draw from the eval split",
+                              sweep=False, low=1)
+    eval_seed: int = param(12345, "seed of the evaluation set's draw", sweep=False, low=0,
+                           high=2**31 - 1)
+    width: int = param(64, "the policy's width (the decoder's hidden_size)", low=1)
+    num_layers: int = param(2, "the policy's layers", low=1)
+    num_heads: int = param(4, "the policy's attention heads", low=1)
 
     @property
     def num_chunks(self) -> int:
@@ -272,151 +251,94 @@ class LMTrainConfig:
         return {"accuracy": self.reward_accuracy, "format": self.reward_format,
                 "process": self.reward_process}
 
-    def task(self) -> ArithmeticTask:
-        """The arithmetic task these settings describe (levels, lengths, split)."""
-        return ArithmeticTask(levels=tuple(self.levels), prompt_length=self.prompt_length,
-                              solution_length=self.max_new_tokens,
-                              eval_fraction=self.eval_fraction,
-                              min_split_problems=self.min_split_problems)
-
-    def lm_config(self, value_head: bool = False) -> LMConfig:
-        """The transformer's config (with a value head for PPO's value model)."""
-        return LMConfig(context_length=self.prompt_length + self.max_new_tokens,
-                        num_layers=self.num_layers, width=self.width,
-                        num_heads=self.num_heads, value_head=value_head)
-
-    @property
-    def context_length(self) -> int:
-        """``prompt_length + max_new_tokens``: the policy's context."""
-        return self.prompt_length + self.max_new_tokens
-
-    def decoder_config(self, value_head: bool = False) -> DecoderConfig:
-        """The ``"decoder"`` architecture's config from the size fields (a checkpoint's
-        own sizes replace it: :func:`load_checkpoint_policy`)."""
-        intermediate = self.intermediate_size or 16 * math.ceil(8 * self.width / 48)
-        return DecoderConfig(
-            hidden_size=self.width, intermediate_size=intermediate,
-            num_hidden_layers=self.num_layers, num_attention_heads=self.num_heads,
-            num_key_value_heads=self.num_kv_heads or self.num_heads,
-            max_position_embeddings=self.context_length,
-            tie_word_embeddings=self.tie_embeddings, value_head=value_head)
-
     def validate(self) -> None:
-        """One-line ``ValueError`` naming the first invalid field."""
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm: must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        for name in ("prompt_length", "max_new_tokens", "width", "num_layers", "num_heads",
-                     "sft_batch", "rl_steps", "steps_per_chunk", "prompts_per_step", "mu",
-                     "eval_prompts"):
-            require_int(name, getattr(self, name), 1)
-        require_int("sft_steps", self.sft_steps, 0)
-        require_int("top_k", self.top_k, 0)
-        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or (
-                self.group_size < 2):
-            raise ValueError(f"group_size: must be an integer >= 2, got {self.group_size!r}")
+        """One-line :class:`~rljax.config.ConfigError` naming the first invalid field:
+        each against its declaration, then ``rl_steps`` against ``steps_per_chunk`` and
+        the overlong shaping against ``max_new_tokens``."""
+        check_fields(self)
         if self.rl_steps % self.steps_per_chunk:
-            raise ValueError(f"rl_steps: must be a multiple of steps_per_chunk="
-                             f"{self.steps_per_chunk}, got {self.rl_steps}")
-        for name in ("sft_learning_rate", "learning_rate", "max_grad_norm", "clip_epsilon"):
-            require_float(name, getattr(self, name), low=0.0, low_inclusive=False)
-        if self.clip_epsilon_high is not None:
-            require_float("clip_epsilon_high", self.clip_epsilon_high, low=0.0,
-                          low_inclusive=False)
-        for name in ("kl_beta", "value_coef", "entropy_coef", "temperature"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
-        if not 0.0 <= self.lam <= 1.0:
-            raise ValueError(f"lam: must be in [0, 1], got {self.lam!r}")
-        if self.kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(f"kl_estimator: must be one of {KL_ESTIMATORS}, got "
-                             f"{self.kl_estimator!r}")
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation: must be one of {AGGREGATIONS}, got "
-                             f"{self.aggregation!r}")
-        if self.advantage not in ADVANTAGES:
-            raise ValueError(f"advantage: must be one of {ADVANTAGES}, got {self.advantage!r}")
-        for name in ("reward_accuracy", "reward_format", "reward_process"):
-            if not isinstance(getattr(self, name), int | float):
-                raise ValueError(f"{name}: must be a number, got {getattr(self, name)!r}")
-        if self.curriculum not in CURRICULA:
-            raise ValueError(f"curriculum: must be one of {CURRICULA}, got {self.curriculum!r}")
-        if self.curriculum != "none" and self.algorithm != "grpo":
-            raise ValueError("curriculum: a curriculum sampler needs algorithm='grpo'")
-        self._validate_policy()
-        self._validate_variants()
-        self.task().validate()
-        if self.architecture == "tiny":
-            self.lm_config().validate()
-        elif not self.checkpoint:  # a checkpoint's sizes replace the size fields
-            self.decoder_config().validate()
-
-    def _validate_policy(self) -> None:
-        """The architecture, its decoder-only sizes and the checkpoint."""
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"architecture: must be one of {ARCHITECTURES}, got "
-                             f"{self.architecture!r}")
-        require_int("num_kv_heads", self.num_kv_heads, 0)
-        require_int("intermediate_size", self.intermediate_size, 0)
-        if not isinstance(self.tie_embeddings, bool):
-            raise ValueError(f"tie_embeddings: must be a bool, got {self.tie_embeddings!r}")
-        if not isinstance(self.checkpoint, str):
-            raise ValueError(f"checkpoint: must be a directory path (str; '' = random "
-                             f"init), got {self.checkpoint!r}")
-        if self.architecture == "tiny":
-            for name, default in DECODER_ONLY.items():
-                if getattr(self, name) != default:
-                    raise ValueError(f"{name}: applies to architecture='decoder' only; "
-                                     f"leave it {default!r} for 'tiny'")
-            if self.checkpoint:
-                raise ValueError("checkpoint: needs architecture='decoder' (a Hugging Face "
-                                 "Llama / Qwen2 directory), got architecture='tiny'")
-            return
-        if self.checkpoint:
-            return  # the checkpoint's config.json gives the sizes
-        if isinstance(self.width, int) and isinstance(self.num_heads, int) and (
-                self.num_heads > 0):
-            if self.width % self.num_heads:
-                raise ValueError(f"width: must be divisible by num_heads={self.num_heads}, "
-                                 f"got {self.width}")
-            if (self.width // self.num_heads) % 2:
-                raise ValueError(f"width: width / num_heads (the head size) must be even "
-                                 f"for the decoder's rotary embeddings, got {self.width} / "
-                                 f"{self.num_heads}")
-            if self.num_kv_heads and self.num_heads % self.num_kv_heads:
-                raise ValueError(f"num_kv_heads: must divide num_heads={self.num_heads} "
-                                 f"(0 = num_heads), got {self.num_kv_heads}")
-
-    def _validate_variants(self) -> None:
-        """The GRPO variant knobs and the overlong shaping."""
-        if self.scale_rewards not in SCALE_REWARDS:
-            raise ValueError(f"scale_rewards: must be one of {SCALE_REWARDS} ('' = the "
-                             f"advantage's own scale), got {self.scale_rewards!r}")
-        if self.scale_rewards and self.advantage not in ADVANTAGES[:3]:
-            raise ValueError(f"scale_rewards: applies to advantage in {ADVANTAGES[:3]}, not "
-                             f"{self.advantage!r}; leave it ''")
-        for name in ("sequence_ratio", "mask_truncated", "dynamic_sampling"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}: must be a bool, got {getattr(self, name)!r}")
-        q = self.entropy_top_q
-        if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 <= q <= 1.0:
-            raise ValueError(f"entropy_top_q: must be 0 (off) or a number in (0, 1], got "
-                             f"{q!r}")
-        require_int("overlong_max_length", self.overlong_max_length, 0)
-        require_int("overlong_cache", self.overlong_cache, 0)
+            raise ConfigError(f"rl_steps: must be a multiple of steps_per_chunk="
+                              f"{self.steps_per_chunk}, got {self.rl_steps}")
         if self.overlong_max_length > self.max_new_tokens:
-            raise ValueError(f"overlong_max_length: must be <= max_new_tokens="
-                             f"{self.max_new_tokens} (0 = off), got "
-                             f"{self.overlong_max_length}")
+            raise ConfigError(f"overlong_max_length: must be <= max_new_tokens="
+                              f"{self.max_new_tokens} (0 = off), got "
+                              f"{self.overlong_max_length}")
         if self.overlong_cache > self.overlong_max_length:
-            raise ValueError(f"overlong_cache: must be <= overlong_max_length="
-                             f"{self.overlong_max_length} (shaping needs "
-                             f"overlong_max_length > 0), got {self.overlong_cache}")
-        if self.algorithm != "grpo":
-            for name, default in GRPO_ONLY.items():
-                if getattr(self, name) != default:
-                    raise ValueError(f"{name}: a GRPO option, needs algorithm='grpo' "
-                                     f"(leave it {default!r} for PPO)")
+            raise ConfigError(f"overlong_cache: must be <= overlong_max_length="
+                              f"{self.overlong_max_length} (shaping needs "
+                              f"overlong_max_length > 0), got {self.overlong_cache}")
+
+
+def arithmetic_task(config: LMTrainConfig, levels: tuple[int, ...] = DEFAULT_LEVELS,
+                    prompt_length: int = PROMPT_LENGTH, **settings: Any) -> ArithmeticTask:
+    """The arithmetic task of a run (the default task): ``levels``, prompts of
+    ``prompt_length`` columns and solutions of ``config.max_new_tokens`` (the completion's
+    length); ``settings`` are other :class:`~rljax.envs.arithmetic.ArithmeticTask` fields
+    (``eval_fraction``, ``min_split_problems``). Builds no arrays (scalars only)."""
+    return ArithmeticTask(levels=tuple(levels), prompt_length=prompt_length,
+                          solution_length=config.max_new_tokens, **settings)
+
+
+def policy_config(config: LMTrainConfig, decoder: LMDecoderConfig | None, context_length: int,
+                  value_head: bool = False) -> LMConfig | DecoderConfig:
+    """The policy's model config (scalars): TinyLM's :class:`~rljax.policies.lm.LMConfig`
+    without a decoder config, else the decoder's
+    :class:`~rljax.policies.decoder.DecoderConfig` (``intermediate_size`` 0: ``8 width /
+    3`` rounded up to a multiple of 16); ``value_head`` for PPO's value model."""
+    if decoder is None:
+        return LMConfig(context_length=context_length, num_layers=config.num_layers,
+                        width=config.width, num_heads=config.num_heads, value_head=value_head)
+    intermediate = decoder.intermediate_size or 16 * math.ceil(8 * config.width / 48)
+    return DecoderConfig(
+        hidden_size=config.width, intermediate_size=intermediate,
+        num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
+        num_key_value_heads=decoder.num_kv_heads or config.num_heads,
+        max_position_embeddings=context_length,
+        tie_word_embeddings=decoder.tie_embeddings, value_head=value_head)
+
+
+def check_lm_trainer(config: LMTrainConfig, algorithm: LMGRPOConfig | LMPPOConfig,
+                     decoder: LMDecoderConfig | None, task: LMTask) -> None:
+    """Validate a run's four values (:func:`make_lm_trainer`'s arguments) without reading
+    a checkpoint or building arrays (scalars only): each config's ``validate()``, the
+    task's (:func:`~rljax.training.lm_config.check_task`), and the checks across them --
+    the warm-up's solutions fit the completion, and the policy's sizes fit its
+    architecture (a checkpoint's own sizes replace them). One-line ``ValueError``
+    (:class:`~rljax.config.ConfigError` for a config field) naming the first bad field."""
+    if not isinstance(config, LMTrainConfig):
+        raise ConfigError(f"config: must be an LMTrainConfig, got {type(config).__name__}")
+    if not isinstance(algorithm, LMGRPOConfig | LMPPOConfig):
+        raise ConfigError(f"algorithm: must be an LMGRPOConfig or an LMPPOConfig, got "
+                          f"{type(algorithm).__name__}")
+    if decoder is not None and not isinstance(decoder, LMDecoderConfig):
+        raise ConfigError(f"decoder: must be None (TinyLM) or an LMDecoderConfig, got "
+                          f"{type(decoder).__name__}")
+    config.validate()
+    algorithm.validate()
+    if decoder is not None:
+        decoder.validate()
+    check_task(task)
+    if task.solution_length > config.max_new_tokens:
+        raise ConfigError(f"max_new_tokens: must be >= the task's solution_length="
+                          f"{task.solution_length} (the warm-up's solutions), got "
+                          f"{config.max_new_tokens}")
+    context = task.prompt_length + config.max_new_tokens
+    if decoder is None:
+        policy_config(config, None, context).validate()
+        return
+    if decoder.checkpoint:
+        return  # the checkpoint's config.json gives the sizes
+    if config.width % config.num_heads:
+        raise ConfigError(f"width: must be divisible by num_heads={config.num_heads}, "
+                          f"got {config.width}")
+    if (config.width // config.num_heads) % 2:
+        raise ConfigError(f"width: width / num_heads (the head size) must be even for the "
+                          f"decoder's rotary embeddings, got {config.width} / "
+                          f"{config.num_heads}")
+    if decoder.num_kv_heads and config.num_heads % decoder.num_kv_heads:
+        raise ConfigError(f"num_kv_heads: must divide num_heads={config.num_heads} "
+                          f"(0 = num_heads), got {decoder.num_kv_heads}")
+    policy_config(config, decoder, context).validate()
 
 
 @struct.dataclass
@@ -475,43 +397,54 @@ class LMTrainer:
     """The pieces of one seed's run (module docstring); build with :func:`make_lm_trainer`.
 
     Attributes:
-      config: the run's config.
+      config: the run's shared config.
+      algorithm: the algorithm's config (:class:`~rljax.training.lm_config.LMGRPOConfig`
+        or :class:`~rljax.training.lm_config.LMPPOConfig`).
       policy: the policy, a ``TinyLM`` or ``Decoder`` (``value``: the value model of the
         same architecture, PPO only).
-      task: the arithmetic task.
+      task: the task (:class:`~rljax.training.lm_config.LMTask`, e.g. ``ArithmeticTask``).
       sampler: the curriculum sampler (None without one).
       initial: the checkpoint's policy params (``{"params": tree}``, shared by every
         seed) or None for a random init.
     """
 
     config: LMTrainConfig
+    algorithm: LMGRPOConfig | LMPPOConfig
     policy: CausalLM
     value: CausalLM | None
-    task: ArithmeticTask
+    task: LMTask
     sampler: Sampler | None = None
     initial: InitialParams | None = None
 
     # -- building blocks -------------------------------------------------------------
+    @property
+    def is_ppo(self) -> bool:
+        """Whether the run is PPO (params ``{"policy", "value"}``) rather than GRPO."""
+        return isinstance(self.algorithm, LMPPOConfig)
+
     def rl_optimizer(self) -> optax.GradientTransformation:
+        """The RL phase's optimizer: global-norm clip, then Adam."""
         return optax.chain(optax.clip_by_global_norm(self.config.max_grad_norm),
                            optax.adam(self.config.learning_rate))
 
     def policy_params(self, params: Any) -> Any:
-        return params["policy"] if self.config.algorithm == "ppo" else params
+        """The policy's params within the RL params (PPO's hold the value model too)."""
+        return params["policy"] if self.is_ppo else params
 
     def sample_problems(self, key: PRNGKey, num: int) -> Problems:
+        """``num`` training problems of the task (prompts ``[num, Lp]``)."""
         return self.task.sample(key, num)
 
     def eval_problems(self) -> Problems:
         """The evaluation set (module docstring): ``eval_prompts`` problems from the eval
         split, drawn from ``eval_seed``, levels in turn."""
-        return _jitted_eval(self.task, self.config.levels, self.config.eval_prompts,
+        return _jitted_eval(self.task, tuple(self.task.levels), self.config.eval_prompts,
                             self.config.eval_seed)[0]
 
     def eval_held_out(self) -> Array:
         """bool ``[eval_prompts]``: which evaluation prompts are held out (on the eval side
         of a split level); the others are training problems of an unsplit level."""
-        return _jitted_eval(self.task, self.config.levels, self.config.eval_prompts,
+        return _jitted_eval(self.task, tuple(self.task.levels), self.config.eval_prompts,
                             self.config.eval_seed)[1]
 
     def evaluate_per_prompt(self, policy_params: Any, problems: Problems | None = None
@@ -594,6 +527,8 @@ class LMTrainer:
         return self.policy.logits(params, tokens, mask)[:, p - 1: p + n - 1]
 
     def sample_completions(self, policy_params: Any, problems: Problems, key: PRNGKey):
+        """Completions ``[N, max_new_tokens]`` of the problems' prompts, sampled at the
+        training temperature and top-k."""
         cfg = self.config
         return self.policy.generate(
             policy_params, problems.prompt, problems.prompt_mask, key,
@@ -617,7 +552,7 @@ class LMTrainer:
         """Initialise, warm up, freeze the reference, evaluate."""
         init_key, value_key, sft_key, run_key = jax.random.split(key, 4)
         policy_params = self.warm_up(self.initial_policy(init_key), sft_key)
-        if self.config.algorithm == "ppo":
+        if self.is_ppo:
             params = {"policy": policy_params, "value": self.initial_value(value_key)}
         else:
             params = policy_params
@@ -635,7 +570,7 @@ class LMTrainer:
     def rl_step(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
         """One GRPO or PPO step (module docstring); returns the new state and metrics."""
         key, problem_key, sample_key, update_key = jax.random.split(state.key, 4)
-        step = self.grpo_update if self.config.algorithm == "grpo" else self.ppo_update
+        step = self.ppo_update if self.is_ppo else self.grpo_update
         params, opt_state, curriculum, metrics = step(state, problem_key, sample_key,
                                                       update_key)
         nonfinite_step = track_nonfinite(state.nonfinite_step, state.step,
@@ -687,13 +622,14 @@ class LMTrainer:
             return jnp.where(obs["completion_mask"].astype(bool),
                              categorical_entropy(logits), 0.0)
 
-        top_q = cfg.entropy_top_q or None
+        algo = self.algorithm
+        top_q = algo.entropy_top_q or None
         return grpo(log_prob_fn=log_prob_fn, group_size=cfg.group_size,
-                    advantage=cfg.advantage, scale_rewards=cfg.scale_rewards or None,
+                    advantage=algo.advantage, scale_rewards=algo.scale_rewards or None,
                     clip_epsilon=cfg.clip_epsilon, clip_epsilon_high=cfg.clip_epsilon_high,
-                    sequence_ratio=cfg.sequence_ratio, kl_beta=cfg.kl_beta,
-                    kl_estimator=cfg.kl_estimator, aggregation=cfg.aggregation,
-                    mask_truncated=cfg.mask_truncated, entropy_top_q=top_q,
+                    sequence_ratio=algo.sequence_ratio, kl_beta=cfg.kl_beta,
+                    kl_estimator=algo.kl_estimator, aggregation=algo.aggregation,
+                    mask_truncated=algo.mask_truncated, entropy_top_q=top_q,
                     entropy_fn=entropy_fn if top_q is not None else None)
 
     def grpo_batch(self, state: LMTrainState, problem_key: PRNGKey, sample_key: PRNGKey
@@ -714,7 +650,7 @@ class LMTrainer:
         else:
             select_key, problem_key = jax.random.split(problem_key)
             selection = self.sampler.select(state.curriculum, select_key)
-            levels = jnp.asarray(cfg.levels, jnp.int32)[selection.prompt_ids]
+            levels = jnp.asarray(self.task.levels, jnp.int32)[selection.prompt_ids]
             problems = self.task.sample(problem_key, p, level=levels)
         repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, g, axis=0), problems)
         completion = self.sample_completions(state.params, repeated, sample_key)
@@ -723,7 +659,7 @@ class LMTrainer:
         usable = ~jnp.any(nan, axis=1)
         rewards = jnp.where(nan, 0.0, reward.reshape(p, g))
         keep = usable
-        if cfg.dynamic_sampling:
+        if self.algorithm.dynamic_sampling:
             keep = usable & has_signal(rewards)
         mask = completion.mask * jnp.repeat(keep, g)[:, None]
         # one forward of the sampling policy gives pi_old and the entropy metric
@@ -793,6 +729,8 @@ class LMTrainer:
         return logits, values
 
     def ppo_update(self, state, problem_key, sample_key, update_key):
+        """One PPO step on ``P G`` prompts x 1 completion (module docstring): ``(params,
+        opt_state, curriculum, metrics)`` with scalar ``[]`` metrics."""
         cfg = self.config
         problems = self.sample_problems(problem_key, cfg.prompts_per_step * cfg.group_size)
         completion = self.sample_completions(state.params["policy"], problems, sample_key)
@@ -814,15 +752,16 @@ class LMTrainer:
         terminated = (last > 0) | (maskf == 0)
         advantages, returns = generalized_advantage_estimation(
             token_rewards.T, (values * maskf).T, jnp.zeros(values.shape[0]), terminated.T,
-            gamma=1.0, lam=cfg.lam)
+            gamma=1.0, lam=self.algorithm.lam)
         batch = PPOBatch(obs=obs, actions=completion.tokens,
                          old_log_probs=jax.lax.stop_gradient(old),
                          advantages=jax.lax.stop_gradient(advantages.T),
                          returns=jax.lax.stop_gradient(returns.T),
                          old_values=jax.lax.stop_gradient(values), mask=mask)
         rl = ppo(self.ppo_actor_critic, clip_epsilon=cfg.clip_epsilon,
-                 clip_epsilon_high=cfg.clip_epsilon_high, value_coef=cfg.value_coef,
-                 entropy_coef=cfg.entropy_coef, value_clip=None)
+                 clip_epsilon_high=cfg.clip_epsilon_high,
+                 value_coef=self.algorithm.value_coef,
+                 entropy_coef=self.algorithm.entropy_coef, value_clip=None)
         params, _, opt_state, metrics = multi_step_update(
             rl, self.rl_optimizer(), state.params, (), state.opt_state, batch, update_key,
             num_epochs=cfg.mu, num_minibatches=1)
@@ -846,7 +785,7 @@ class LMTrainer:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
-def _jitted_eval(task: ArithmeticTask, levels: tuple[int, ...], num: int, seed: int
+def _jitted_eval(task: LMTask, levels: tuple[int, ...], num: int, seed: int
                  ) -> tuple[Problems, Array]:
     """The evaluation set and its held-out flags, as one compiled program (cached per
     task and set, so host-side calls do not dispatch the sampler op by op)."""
@@ -896,27 +835,36 @@ def _variant_metrics(parts: Any, completion: Any, logits: Array, finite: Array,
 
 
 TASK_TOKENIZER = CharTokenizer(ARITHMETIC_ALPHABET)
-"""The arithmetic task's tokenizer; a checkpoint's vocabulary must be exactly this one."""
+"""The arithmetic task's tokenizer; a checkpoint's vocabulary must be exactly this one
+(a task with a ``tokenizer`` attribute names its own)."""
 
 
-def load_checkpoint_policy(config: LMTrainConfig) -> tuple[Decoder, Params]:
-    """Read ``config.checkpoint`` (host side) and check it fits the arithmetic task.
+def task_tokenizer(task: Any) -> CharTokenizer:
+    """The tokenizer of ``task``'s token ids: its ``tokenizer`` attribute, else the
+    arithmetic task's :data:`TASK_TOKENIZER` (ids ``[V]``, V = 19)."""
+    return getattr(task, "tokenizer", TASK_TOKENIZER)
+
+
+def load_checkpoint_policy(checkpoint: str | Path, context_length: int,
+                           vocab: CharTokenizer = TASK_TOKENIZER) -> tuple[Decoder, Params]:
+    """Read the Hugging Face-layout directory ``checkpoint`` (host side) and check it fits
+    the task.
 
     Checks, each a one-line error naming the file and field: a ``tokenizer.json`` (if the
-    directory has one) must be the task's character tokenizer (same special ids, every
-    character the same id; :func:`~rljax.policies.hf_checkpoint.check_tokenizer_matches`
-    for the size); ``config.json``'s ``vocab_size`` must equal its ``V`` (19); and
-    ``max_position_embeddings`` must be at least ``prompt_length + max_new_tokens``.
+    directory has one) must be the task's character tokenizer ``vocab`` (same special
+    ids, every character the same id;
+    :func:`~rljax.policies.hf_checkpoint.check_tokenizer_matches` for the size);
+    ``config.json``'s ``vocab_size`` must equal its ``V`` (19 for arithmetic); and
+    ``max_position_embeddings`` must be at least ``context_length`` (``prompt_length +
+    max_new_tokens``).
 
     Returns:
       ``(Decoder, {"params": tree})``: the checkpoint's decoder with its context (and KV
-      cache) cut to ``prompt_length + max_new_tokens`` (plain RoPE does not depend on it,
-      so the weights are unchanged), and its float32 params (e.g. ``embed_tokens/embedding
-      [V, W]``).
+      cache) cut to ``context_length`` (plain RoPE does not depend on it, so the weights
+      are unchanged), and its float32 params (e.g. ``embed_tokens/embedding [V, W]``).
     """
-    directory = Path(config.checkpoint).expanduser()
+    directory = Path(checkpoint).expanduser()
     model, params = load_hf_checkpoint(directory)
-    vocab = TASK_TOKENIZER
     if (directory / TOKENIZER_FILE).is_file():
         tokenizer = load_hf_tokenizer(directory)
         check_tokenizer_matches(tokenizer, model)
@@ -941,40 +889,59 @@ def load_checkpoint_policy(config: LMTrainConfig) -> tuple[Decoder, Params]:
         raise ValueError(f"{directory / CONFIG_FILE}: vocab_size {model.config.vocab_size}, "
                          f"but the arithmetic task's character tokenizer has "
                          f"{vocab.vocab_size} ids (the policy must be trained on it)")
-    context = config.context_length
-    if model.config.max_position_embeddings < context:
+    if model.config.max_position_embeddings < context_length:
         raise ValueError(f"{directory / CONFIG_FILE}: max_position_embeddings "
                          f"{model.config.max_position_embeddings} is shorter than "
-                         f"prompt_length + max_new_tokens = {context}")
-    policy = Decoder(dataclasses.replace(model.config, max_position_embeddings=context,
+                         f"prompt_length + max_new_tokens = {context_length}")
+    policy = Decoder(dataclasses.replace(model.config, max_position_embeddings=context_length,
                                          value_head=False))
     return policy, params
 
 
-def make_lm_trainer(config: LMTrainConfig) -> LMTrainer:
-    """Validate ``config`` and build the trainer (its ``init/advance/finish`` feed
-    :class:`rljax.sweep.ChunkedSweep`; one seed's state per call, shapes as documented
-    on :class:`LMTrainer`). A ``checkpoint`` is read here, once, on the host
-    (:func:`load_checkpoint_policy`)."""
-    config.validate()
+def make_lm_trainer(config: LMTrainConfig, algorithm: LMGRPOConfig | LMPPOConfig | None = None,
+                    decoder: LMDecoderConfig | None = None, task: LMTask | None = None
+                    ) -> LMTrainer:
+    """Validate a run's values (:func:`check_lm_trainer`) and build its trainer.
+
+    Args:
+      config: what every run shares.
+      algorithm: :class:`~rljax.training.lm_config.LMGRPOConfig` (``None``: its
+        defaults) or :class:`~rljax.training.lm_config.LMPPOConfig`.
+      decoder: ``None`` for :class:`~rljax.policies.lm.TinyLM`, or an
+        :class:`~rljax.training.lm_config.LMDecoderConfig` for the decoder (its
+        ``checkpoint``, if any, is read here, once, on the host:
+        :func:`load_checkpoint_policy`).
+      task: an :class:`~rljax.training.lm_config.LMTask`; ``None``:
+        :func:`arithmetic_task` of ``config`` (levels 0 and 1, 8 prompt columns).
+
+    Returns:
+      the :class:`LMTrainer`, whose ``init / advance / finish`` feed
+      :class:`rljax.sweep.ChunkedSweep` (one seed's state per call, shapes as documented
+      on :class:`LMTrainer`).
+    """
+    algorithm = LMGRPOConfig() if algorithm is None else algorithm
+    task = arithmetic_task(config) if task is None else task
+    check_lm_trainer(config, algorithm, decoder, task)
+    context = task.prompt_length + config.max_new_tokens
+    vocab = task_tokenizer(task)
     initial = None
-    if config.checkpoint:
-        policy, params = load_checkpoint_policy(config)
+    if decoder is not None and decoder.checkpoint:
+        policy, params = load_checkpoint_policy(decoder.checkpoint, context, vocab)
         initial = InitialParams(params)
-    elif config.architecture == "decoder":
-        policy = Decoder(config.decoder_config())
+    elif decoder is not None:
+        policy = Decoder(policy_config(config, decoder, context))
     else:
-        policy = TinyLM(config.lm_config())
+        policy = TinyLM(policy_config(config, None, context))
     value = None
-    if config.algorithm == "ppo":
+    if isinstance(algorithm, LMPPOConfig):
         value = type(policy)(dataclasses.replace(policy.config, value_head=True))
     sampler = None
-    if config.curriculum != "none":
-        classifier = DifficultyClassifier(len(config.levels))
-        build = uniform_sampler if config.curriculum == "uniform" else prompt_gdro_sampler
+    if isinstance(algorithm, LMGRPOConfig) and algorithm.curriculum != "none":
+        classifier = DifficultyClassifier(len(task.levels))
+        build = uniform_sampler if algorithm.curriculum == "uniform" else prompt_gdro_sampler
         sampler = build(classifier, config.prompts_per_step, config.group_size)
-    check_policy_vocabulary(policy, initial, TASK_TOKENIZER.vocab_size)
-    return LMTrainer(config=config, policy=policy, value=value, task=config.task(),
+    check_policy_vocabulary(policy, initial, vocab.vocab_size)
+    return LMTrainer(config=config, algorithm=algorithm, policy=policy, value=value, task=task,
                      sampler=sampler, initial=initial)
 
 

@@ -28,10 +28,10 @@ provides it (the reward before normalisation), else from the reward.
 between chunks), and logs one row per ``log_every`` updates, so long runs keep bounded
 logs. The two share the update code and its keys.
 
-Both also take the numeric hyperparameters of :data:`TRACEABLE_HPARAMS` as a traced
-``hparams`` dict (``train(key, hparams)``, ``init(key, hparams)``, ...), so a sweep over
-configurations (:class:`rljax.sweep.Sweep` with a ``ConfigTable``) runs every value in
-one compiled program; a name missing from ``hparams`` keeps the config's constant.
+Both also take the traced fields of :class:`PPOTrainConfig` as a traced ``hparams`` dict
+(``train(key, hparams)``, ``init(key, hparams)``, ...), so a sweep over configurations
+(:class:`rljax.sweep.Sweep` with a ``ConfigTable``) runs every value in one compiled
+program; a name missing from ``hparams`` keeps the config's constant.
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ import jax.numpy as jnp
 
 from rljax.advantages import generalized_advantage_estimation
 from rljax.algorithms.loops import multi_step_update
-from rljax.algorithms.ppo import PPOBatch, ppo
+from rljax.algorithms.ppo import PPOBatch
 from rljax.contracts import check_actor_critic, check_env, function_name, warn_no_final_obs
 from rljax.envs.base import Environment
+from rljax.envs.batched import ENV_AXIS, vmap_env
 from rljax.envs.spaces import Box, env_action_space
-from rljax.envs.wrappers import ENV_AXIS
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.policies.distributions import (
     ActionDistribution,
@@ -58,13 +58,12 @@ from rljax.policies.distributions import (
 from rljax.training.evaluation import episode_limit, evaluate_policy
 from rljax.training.ppo_config import (  # noqa: F401  (re-exported)
     GRAD_CLIPS,
-    TRACEABLE_HPARAMS,
     PPOTrainConfig,
     check_hparams,
     check_train_config,
     ppo_optimizer,
+    ppo_transform,
     resolve_hparams,
-    train_config_from,
 )
 from rljax.types import Array, Params, PRNGKey
 
@@ -132,8 +131,8 @@ def make_ppo_train(
 
     Returns:
       ``train(key, hparams=None)``: ``hparams`` an optional dict of scalars (traced under
-      a configuration sweep) for some of :data:`TRACEABLE_HPARAMS`, read inside the
-      program in place of the config's values (a name it lacks keeps the config's
+      a configuration sweep) for some of :class:`PPOTrainConfig`'s traced fields, read
+      inside the program in place of the config's values (a name it lacks keeps the config's
       constant; an unknown name raises ``ValueError``). It returns a dict of ``[U]``
       arrays: ``return_sum`` (sum of the
       returns of episodes that finished during the update), ``episodes`` (how many
@@ -345,14 +344,11 @@ def _ppo_program(
 
     def transforms(hparams):
         values = resolve_hparams(config, hparams)
-        rl = ppo(apply, clip_epsilon=values["clip_epsilon"], value_coef=values["value_coef"],
-                 entropy_coef=values["entropy_coef"], value_clip=values["value_clip"],
-                 normalize_advantages=config.normalize_advantages, distribution=distribution)
+        rl = ppo_transform(apply, config, values, distribution)
         return rl, ppo_optimizer(config, hparams), values
 
     num_envs, num_steps = config.num_envs, config.num_steps
-    reset = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)
+    reset, step = vmap_env(env)
     has_final_obs, has_raw_reward = _step_info_keys(env, env_params, action_space, num_envs)
     bootstrap_truncations = bootstrap_possible(config, has_final_obs, env_name)
     _check_policy_shapes(env, env_params, init_params, apply, num_envs, env_name, distribution,
@@ -499,7 +495,7 @@ def _check_policy_shapes(env: Environment, env_params: Any, init_params: Callabl
     keys = jax.random.split(jax.random.key(0), num_envs)
 
     def shapes(keys):
-        obs, _ = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)(keys, env_params)
+        obs, _ = vmap_env(env)[0](keys, env_params)
         params = init_params(keys[0], obs[0])
         return obs, apply(params, obs)
 

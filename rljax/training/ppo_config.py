@@ -1,46 +1,44 @@
-"""PPO's trainer configuration: :class:`PPOTrainConfig`, its checks, the traced
-hyperparameters a sweep may vary inside one program (:data:`TRACEABLE_HPARAMS`) and the
-optimizer a config builds (:func:`ppo_optimizer`).
+"""PPO's trainer configuration: :class:`PPOTrainConfig` (every hyperparameter declared
+once, with its metadata), the traced values a sweep may vary inside one program
+(:func:`resolve_hparams`) and the optimizer a config builds (:func:`ppo_optimizer`).
 
 :mod:`rljax.training.ppo` (the trainer) and :mod:`rljax.training.recurrent_ppo` read these;
 ``rljax.training.ppo`` re-exports every name, so ``from rljax.training.ppo import
-PPOTrainConfig`` keeps working.
+PPOTrainConfig`` keeps working. A study's config extends :class:`PPOTrainConfig`
+(``class Config(PPOTrainConfig)``); adding a hyperparameter is one :func:`param` line here
+(plus the code that reads it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jax.numpy as jnp
 import optax
 
-from rljax.algorithms.ppo import check_ppo_args
+from rljax.algorithms.base import RLTransform
+from rljax.algorithms.ppo import check_ppo_args, ppo
+from rljax.config import ConfigError, check_fields, param, traced_fields, traced_values
+from rljax.training.chunking import MAX_TOTAL_STEPS
 
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _field(default: Any, help: str, *, traced: bool = False) -> Any:
-    """A :class:`PPOTrainConfig` field: its default, its one-line ``help`` and whether a
-    sweep may trace it (``metadata``; read by :func:`config_fields` and the docs)."""
-    return field(default=default, metadata={"help": help, "traced": traced})
+#: The values of :attr:`PPOTrainConfig.grad_clip`.
+GRAD_CLIPS = ("global_norm", "elementwise")
 
 
 @dataclass(frozen=True)
 class PPOTrainConfig:
     """Hyperparameters of :func:`make_ppo_train` (defaults: CleanRL ``ppo.py`` CartPole).
 
-    A frozen dataclass: ``dataclasses.fields(PPOTrainConfig)`` lists the fields, each
-    with ``metadata["help"]`` (the line below) and ``metadata["traced"]`` (whether a
-    configuration sweep may pass it as a traced ``hparams`` value,
-    :data:`TRACEABLE_HPARAMS`); :meth:`replace` returns a changed copy. Every field is
-    checked by :func:`check_train_config` when a trainer is built (a one-line
-    ``ValueError`` naming the field).
+    A frozen dataclass whose fields are declared once with :func:`rljax.config.param`:
+    ``metadata["help"]``, ``["traced"]`` (a configuration sweep may pass it as a traced
+    ``hparams`` value), ``["sweep"]`` and the bounds; :meth:`validate` checks them all (a
+    one-line :class:`~rljax.config.ConfigError` naming the field), the grid, ``--set`` and
+    the docs' table (:func:`rljax.config.fields_markdown`) read them. :meth:`replace`
+    returns a changed copy.
 
     Attributes:
       num_envs: N parallel environments.
@@ -68,32 +66,36 @@ class PPOTrainConfig:
         terminations.
     """
 
-    num_envs: int = _field(4, "N parallel environments per seed")
-    num_steps: int = _field(128, "T steps per environment per update (a [T, N] rollout)")
-    total_steps: int = _field(500_000, "environment steps in all; total_steps // (N T) "
-                              "updates")
-    num_epochs: int = _field(4, "passes over each N T batch per update")
-    num_minibatches: int = _field(4, "minibatches per pass (must divide N T)")
-    gamma: float = _field(0.99, "discount, in [0, 1]", traced=True)
-    lam: float = _field(0.95, "GAE lambda, in [0, 1]", traced=True)
-    learning_rate: float = _field(2.5e-4, "Adam's (initial) step size, > 0", traced=True)
-    anneal_lr: bool = _field(True, "anneal the step size linearly to 0 over all gradient "
-                             "steps")
-    adam_eps: float = _field(1e-5, "Adam's epsilon, > 0", traced=True)
-    max_grad_norm: float = _field(0.5, "the gradient clip's bound (global norm, or each "
-                                  "entry with grad_clip='elementwise'), > 0", traced=True)
-    clip_epsilon: float = _field(0.2, "PPO's ratio clip range, > 0", traced=True)
-    value_coef: float = _field(0.5, "weight of the value loss, >= 0", traced=True)
-    entropy_coef: float = _field(0.01, "weight of the entropy bonus, >= 0", traced=True)
-    value_clip: float | None = _field(0.2, "clip range of the value update around the old "
-                                      "values, > 0; None switches value clipping off",
-                                      traced=True)
-    normalize_advantages: bool = _field(True, "normalise advantages per minibatch")
-    grad_clip: str = _field("global_norm", "'global_norm' (optax.clip_by_global_norm) or "
-                            "'elementwise' (optax.clip)")
-    bootstrap_truncations: bool = _field(True, "bootstrap time-limit truncations from "
-                                         "info['final_obs'] (False: end them like "
-                                         "terminations)")
+    num_envs: int = param(4, "N parallel environments per seed", low=1)
+    num_steps: int = param(128, "T steps per environment per update (a [T, N] rollout)",
+                           low=1)
+    total_steps: int = param(500_000, "environment steps in all; total_steps // (N T) "
+                             "updates", low=1, high=MAX_TOTAL_STEPS)
+    num_epochs: int = param(4, "passes over each N T batch per update", low=1)
+    num_minibatches: int = param(4, "minibatches per pass (must divide N T)", low=1)
+    gamma: float = param(0.99, "discount", traced=True, low=0.0, high=1.0)
+    lam: float = param(0.95, "GAE lambda", traced=True, low=0.0, high=1.0)
+    learning_rate: float = param(2.5e-4, "Adam's (initial) step size", traced=True,
+                                 low=0.0, low_open=True)
+    anneal_lr: bool = param(True, "anneal the step size linearly to 0 over all gradient "
+                            "steps")
+    adam_eps: float = param(1e-5, "Adam's epsilon", traced=True, low=0.0, low_open=True)
+    max_grad_norm: float = param(0.5, "the gradient clip's bound (global norm, or each "
+                                 "entry with grad_clip='elementwise')", traced=True,
+                                 low=0.0, low_open=True)
+    clip_epsilon: float = param(0.2, "PPO's ratio clip range", traced=True, low=0.0,
+                                low_open=True)
+    value_coef: float = param(0.5, "weight of the value loss", traced=True, low=0.0)
+    entropy_coef: float = param(0.01, "weight of the entropy bonus", traced=True, low=0.0)
+    value_clip: float | None = param(0.2, "clip range of the value update around the old "
+                                     "values; None switches value clipping off (structural)",
+                                     traced=True, low=0.0, low_open=True)
+    normalize_advantages: bool = param(True, "normalise advantages per minibatch")
+    grad_clip: str = param("global_norm", "'global_norm' (optax.clip_by_global_norm) or "
+                           "'elementwise' (optax.clip)", choices=GRAD_CLIPS)
+    bootstrap_truncations: bool = param(True, "bootstrap time-limit truncations from "
+                                        "info['final_obs'] (False: end them like "
+                                        "terminations)")
 
     @property
     def batch_size(self) -> int:
@@ -110,96 +112,57 @@ class PPOTrainConfig:
         ``TypeError``)."""
         return dataclasses.replace(self, **changes)
 
+    def train_config(self) -> PPOTrainConfig:
+        """This config's trainer fields as a plain :class:`PPOTrainConfig` (what a study
+        config that extends it hands the trainer)."""
+        names = [f.name for f in dataclasses.fields(PPOTrainConfig)]
+        return PPOTrainConfig(**{name: getattr(self, name) for name in names})
 
-def config_fields() -> dict[str, dict[str, Any]]:
-    """``{name: {"default", "help", "traced"}}`` for every :class:`PPOTrainConfig` field,
-    in declaration order (what the docs' field table and the CLI's help read)."""
-    return {f.name: {"default": f.default, "help": f.metadata["help"],
-                     "traced": f.metadata["traced"]}
-            for f in dataclasses.fields(PPOTrainConfig)}
+    def hparams(self) -> dict[str, Any]:
+        """``{field: value}`` of the traced fields (``value_clip`` only when on): this
+        config's row of a configuration sweep."""
+        return traced_values(self.train_config())
 
-
-def fields_markdown() -> str:
-    """The docs' table of :class:`PPOTrainConfig`'s fields (name, default, traced, help),
-    rendered from the field declarations (:func:`config_fields`), one row per field."""
-    rows = ["| field | default | traced | what it sets |", "|---|---|---|---|"]
-    for name, spec in config_fields().items():
-        traced = "yes" if spec["traced"] else "no"
-        rows.append(f"| `{name}` | `{spec['default']!r}` | {traced} | {spec['help']} |")
-    return "\n".join(rows)
-
-
-#: The :class:`PPOTrainConfig` fields :func:`train_config_from` copies.
-_COPIED_FIELDS = ("num_envs", "num_steps", "total_steps", "num_epochs", "num_minibatches",
-                  "gamma", "lam", "learning_rate", "anneal_lr", "max_grad_norm",
-                  "clip_epsilon", "value_coef", "entropy_coef")
-
-
-def train_config_from(fields: Any) -> PPOTrainConfig:
-    """A :class:`PPOTrainConfig` from an object with the same-named attributes (a study's
-    frozen ``Config``): every field of ``_COPIED_FIELDS``, and ``value_clip`` with ``<= 0``
-    meaning value clipping off (``None``); the others keep their defaults. Python values
-    only (no arrays)."""
-    values = {name: getattr(fields, name) for name in _COPIED_FIELDS}
-    value_clip = fields.value_clip
-    return PPOTrainConfig(**values, value_clip=value_clip if value_clip > 0 else None)
+    def validate(self) -> None:
+        """Raise a one-line :class:`~rljax.config.ConfigError` naming the first invalid
+        field: each field against its declaration, then the sizes against each other."""
+        check_fields(self)
+        checked = inspect.signature(check_ppo_args).parameters  # the transform's own checks
+        try:
+            check_ppo_args(**{n: getattr(self, n) for n in checked if hasattr(self, n)})
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        if self.num_updates < 1:
+            raise ConfigError(f"total_steps: must be >= num_envs * num_steps = "
+                              f"{self.batch_size}, got {self.total_steps}")
+        if self.batch_size % self.num_minibatches:
+            raise ConfigError(f"num_minibatches: must divide num_envs * num_steps = "
+                              f"{self.batch_size}, got {self.num_minibatches}")
 
 
 def check_train_config(config: PPOTrainConfig) -> None:
-    """Raise a one-line ``ValueError`` naming the first invalid field of ``config``."""
-    for name in ("num_envs", "num_steps", "total_steps", "num_epochs", "num_minibatches"):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
-    if config.num_updates < 1:
-        raise ValueError(f"total_steps: must be >= num_envs * num_steps = {config.batch_size}, "
-                         f"got {config.total_steps}")
-    if config.batch_size % config.num_minibatches:
-        raise ValueError(f"num_minibatches: must divide num_envs * num_steps = "
-                         f"{config.batch_size}, got {config.num_minibatches}")
-    for name in ("gamma", "lam"):
-        value = getattr(config, name)
-        if not _is_number(value) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name}: must be in [0, 1], got {value!r}")
-    for name in ("learning_rate", "adam_eps", "max_grad_norm"):
-        value = getattr(config, name)
-        if not _is_number(value) or not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
-    check_ppo_args(config.clip_epsilon, None, None, config.value_coef, config.entropy_coef,
-                   config.value_clip)
-    if config.grad_clip not in GRAD_CLIPS:
-        raise ValueError(f"grad_clip: must be one of {', '.join(GRAD_CLIPS)}, got "
-                         f"{config.grad_clip!r}")
-    if not isinstance(config.bootstrap_truncations, bool):
-        raise ValueError(f"bootstrap_truncations: must be True or False, got "
-                         f"{config.bootstrap_truncations!r}")
-
-
-#: The values of :attr:`PPOTrainConfig.grad_clip`.
-GRAD_CLIPS = ("global_norm", "elementwise")
-
-
-#: The :class:`PPOTrainConfig` fields a training run may read from a traced ``hparams``
-#: dict instead of the config (the others fix shapes, counts or choices, so the program):
-#: those whose field metadata says ``traced``.
-TRACEABLE_HPARAMS = tuple(f.name for f in dataclasses.fields(PPOTrainConfig)
-                          if f.metadata["traced"])
+    """Raise a one-line ``ValueError`` naming the first invalid field of ``config``
+    (:meth:`PPOTrainConfig.validate`)."""
+    if not isinstance(config, PPOTrainConfig):
+        raise ValueError(f"config: must be a PPOTrainConfig, got {type(config).__name__}")
+    config.validate()
 
 
 def check_hparams(config: PPOTrainConfig, hparams: Mapping[str, Any] | None) -> None:
     """Raise a one-line ``ValueError`` if ``hparams`` names a field that cannot be traced.
 
-    Allowed names are :data:`TRACEABLE_HPARAMS`; ``value_clip`` only when
+    Allowed names are the traced fields of :class:`PPOTrainConfig`; ``value_clip`` only when
     ``config.value_clip`` is a number (``None``, value clipping off, is structural: it
     removes the clipped branch from the program). Values are not checked (they may be
     traced); a sweep validates each configuration before it runs.
     """
     if hparams is None:
         return
-    unknown = sorted(set(hparams) - set(TRACEABLE_HPARAMS))
+    traceable = traced_fields(PPOTrainConfig)
+    unknown = sorted(set(hparams) - set(traceable))
     if unknown:
         raise ValueError(f"hparams: cannot trace {', '.join(unknown)}; traceable fields: "
-                         f"{', '.join(TRACEABLE_HPARAMS)}")
+                         f"{', '.join(traceable)}")
     if "value_clip" in hparams and config.value_clip is None:
         raise ValueError("hparams: value_clip is traced but config.value_clip is None (value "
                          "clipping off is structural); set config.value_clip to a number")
@@ -207,14 +170,14 @@ def check_hparams(config: PPOTrainConfig, hparams: Mapping[str, Any] | None) -> 
 
 def resolve_hparams(config: PPOTrainConfig,
                     hparams: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``{name: value}`` for every name of :data:`TRACEABLE_HPARAMS`: ``hparams[name]``
+    """``{name: value}`` for every traced field of :class:`PPOTrainConfig`: ``hparams[name]``
     (a scalar, possibly traced, cast to float32) where given, else the config's constant.
 
     Raises:
       ValueError: as :func:`check_hparams`.
     """
     check_hparams(config, hparams)
-    values = {name: getattr(config, name) for name in TRACEABLE_HPARAMS}
+    values = {name: getattr(config, name) for name in traced_fields(PPOTrainConfig)}
     for name, value in (hparams or {}).items():
         if jnp.ndim(value) != 0:
             raise ValueError(f"hparams: {name} must be a scalar (one run's value), got shape "
@@ -244,3 +207,29 @@ def ppo_optimizer(config: PPOTrainConfig,
     clip = (optax.clip if config.grad_clip == "elementwise" else optax.clip_by_global_norm)
     return optax.chain(clip(values["max_grad_norm"]),
                        optax.adam(learning_rate, eps=values["adam_eps"]))
+
+
+#: The arguments of :func:`rljax.algorithms.ppo.ppo` a config field of the same name sets.
+PPO_ARGUMENTS = tuple(name for name in inspect.signature(ppo).parameters
+                      if name not in ("actor_critic_apply", "distribution"))
+
+
+def ppo_transform(apply: Callable, config: PPOTrainConfig, values: Mapping[str, Any],
+                  distribution: Any) -> RLTransform:
+    """The PPO transform a config builds: :func:`~rljax.algorithms.ppo.ppo` with every
+    :class:`PPOTrainConfig` field that is one of its arguments (:data:`PPO_ARGUMENTS`),
+    a traced one from ``values`` (:func:`resolve_hparams`), the others from ``config``.
+
+    So a new hyperparameter of the loss is one :func:`~rljax.config.param` line in
+    :class:`PPOTrainConfig`, named as the transform's argument: both PPO trainers, the
+    grid, ``--set`` and the docs read it from there.
+
+    Args:
+      apply: ``apply(params, obs) -> (dist_params, value)`` (see :func:`ppo`).
+      config: the trainer's config.
+      values: the traced fields' values, ``{name: scalar}`` (possibly traced arrays).
+      distribution: the policy head's distribution.
+    """
+    kwargs = {f.name: values[f.name] if f.name in values else getattr(config, f.name)
+              for f in dataclasses.fields(PPOTrainConfig) if f.name in PPO_ARGUMENTS}
+    return ppo(apply, **kwargs, distribution=distribution)

@@ -26,7 +26,7 @@ feed-forward trainer's (:mod:`rljax.training.ppo`); what changes is the hidden s
 
 Logs are :func:`~rljax.training.ppo.make_ppo_train`'s (``return_sum``, ``episodes``, the
 losses, ``NONFINITE_STEP``); the traced ``hparams`` are the same
-(:data:`~rljax.training.ppo_config.TRACEABLE_HPARAMS`).
+(the traced fields of :class:`~rljax.training.ppo_config.PPOTrainConfig`).
 """
 
 from __future__ import annotations
@@ -39,17 +39,19 @@ import jax.numpy as jnp
 
 from rljax.advantages import generalized_advantage_estimation
 from rljax.algorithms.loops import multi_step_update
-from rljax.algorithms.ppo import PPOBatch, ppo
+from rljax.algorithms.ppo import PPOBatch
 from rljax.contracts import check_actor_critic, function_name
 from rljax.envs.base import Environment
+from rljax.envs.batched import vmap_env
 from rljax.envs.spaces import Box, env_action_space
 from rljax.nonfinite import NONFINITE_STEP, all_finite, first_nonfinite_step
 from rljax.policies.distributions import check_supports
-from rljax.training.ppo import ENV_AXIS, _step_info_keys, bootstrap_possible
+from rljax.training.ppo import _step_info_keys, bootstrap_possible
 from rljax.training.ppo_config import (
     PPOTrainConfig,
     check_train_config,
     ppo_optimizer,
+    ppo_transform,
     resolve_hparams,
 )
 from rljax.types import Array, Params, PRNGKey
@@ -191,8 +193,7 @@ def _recurrent_program(env: Environment, net: Any, config: PPOTrainConfig,
         check_supports(distribution, action_space, env_name)
     clip_box = action_space if isinstance(action_space, Box) else None
     num_envs, num_steps = config.num_envs, config.num_steps
-    reset_envs = jax.vmap(env.reset, in_axes=(0, None), axis_name=ENV_AXIS)
-    step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None), axis_name=ENV_AXIS)
+    reset_envs, step_envs = vmap_env(env)
     has_final_obs, has_raw_reward = _step_info_keys(env, env_params, action_space, num_envs)
     bootstrap_truncations = bootstrap_possible(config, has_final_obs, env_name)
     obs_shape = jax.eval_shape(reset_envs, jax.random.split(jax.random.key(0), num_envs),
@@ -208,10 +209,7 @@ def _recurrent_program(env: Environment, net: Any, config: PPOTrainConfig,
 
     def transforms(hparams):
         values = resolve_hparams(config, hparams)
-        rl = ppo(sequence_apply(net), clip_epsilon=values["clip_epsilon"],
-                 value_coef=values["value_coef"], entropy_coef=values["entropy_coef"],
-                 value_clip=values["value_clip"],
-                 normalize_advantages=config.normalize_advantages, distribution=distribution)
+        rl = ppo_transform(sequence_apply(net), config, values, distribution)
         return rl, ppo_optimizer(config, hparams), values
 
     def collect(carry: RecurrentCarry, key: PRNGKey, values: dict[str, Any]):

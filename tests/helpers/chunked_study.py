@@ -30,7 +30,7 @@ class Config:
         pass
 
 
-def run(config: Config, out_dir: Path):
+def run(config: Config, out_dir: Path, options=None):
     width = config.width
 
     def init(key):
@@ -53,7 +53,7 @@ def run(config: Config, out_dir: Path):
 
     result = ChunkedSweep(init, advance, finish, num_chunks=config.chunks,
                           base_seed=config.base_seed, block_size=config.block_size).run(
-        config.seeds, desc="walk")
+        config.seeds, desc="walk", options=options)
     io.write_json(out_dir / "summary.json", {
         "sum": np.asarray(result.outputs["logs"]["sum"]).tolist(),
         "x0": np.asarray(result.outputs["logs"]["x0"]).tolist(),

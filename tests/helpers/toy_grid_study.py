@@ -52,11 +52,12 @@ def make_train(config: Config):
     return train
 
 
-def run(config: Config, out_dir: Path, grid: Any = None) -> dict[str, Any]:
+def run(config: Config, out_dir: Path, grid: Any = None, options: Any = None) -> dict[str, Any]:
     grid = grid if grid is not None else single_grid(config, Config.TRACED)
     configs = grid.configs(config)
     result = run_grid(make_train, configs, Config.TRACED, config.seeds,
-                      base_seed=config.base_seed, block_size=config.block_size, desc=NAME)
+                      base_seed=config.base_seed, block_size=config.block_size, desc=NAME,
+                      options=options)
     r = np.asarray(result.outputs["r"])
     k, s = r.shape
     cols = {name: np.repeat(v, s) for name, v in grid_columns(configs, grid.fields).items()}

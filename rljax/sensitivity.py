@@ -1,16 +1,19 @@
-"""The grid analysis of ``rljax run ppo-cartpole --grid ...``: how the final return
-depends on the swept hyperparameters.
+"""How a final score depends on a grid's hyperparameters, paired over shared seeds: the
+analysis behind ``rljax run ppo-cartpole --grid ...`` (and any study's grid of ``[K, S]``
+scores, configs x seeds, every config on the same seeds and keys).
 
-**Score.** Per configuration ``c`` and seed ``i``, the study's final return: the mean
-return of the episodes that finished in the last ``final_updates`` updates
-(:func:`experiments.ppo_cartpole.final_returns`), a ``[K, S]`` matrix.
+**Score.** Per configuration ``c`` and seed ``i``, the study's score (e.g. PPO's final
+return: the mean return of the episodes that finished in the last ``final_updates``
+updates, :func:`rljax.training.final_returns`), a ``[K, S]`` matrix; NaN for a seed
+with nothing to report or a run that went non-finite.
 
 **Per configuration:** the mean over seeds with a 95 % interval
 (``rljax.stats.reported.reported_interval("mean", ..., data=DATA_KIND)``: Student-t),
-clipped to ``[0, 500]`` (a return's support, so clipping cannot lower coverage), the IQM,
-and the fraction of seeds at the 500-step cap with an exact Clopper-Pearson interval.
-Returns pile up at the cap, and where every seed sits there the t interval is ``[500,
-500]``: the ceiling, not precision. So the report states the t interval's measured
+clipped to the score's ``support`` when it has one (e.g. ``[0, 500]`` for CartPole-v1's
+return; clipping cannot lower coverage), the IQM, and, for a score with a ceiling
+``cap``, the fraction of seeds at the cap with an exact Clopper-Pearson interval.
+Scores pile up at a cap, and where every seed sits there the t interval is ``[cap,
+cap]``: the ceiling, not precision. So the report states the t interval's measured
 coverage at this n on each kind of simulated data (symmetric, skewed, and the worst case,
 Bernoulli(0.9): mostly-equal seeds, as a cap makes them), not only the nominal 95 %.
 
@@ -44,10 +47,13 @@ import numpy as np
 import pandas as pd
 
 from rljax import io
-from rljax.grid import Grid, grid_columns
+from rljax.grid import Grid
 from rljax.report import format_number
 from rljax.stats.reported import measured_coverage, reported_interval
+from rljax.stats.small_sample import clopper_pearson
 from rljax.tune import SensitivityCurve, plot_sensitivity, select_best, sensitivity_curve
+
+__all__ = ["Score", "analyse", "scores_table", "write_plot", "report_markdown", "reading"]
 
 #: The kind of data that picks the interval method (``reported_interval(data=...)``): it
 #: selects the Student-t interval, which keeps the all-seeds-at-the-cap case finite
@@ -55,41 +61,58 @@ from rljax.tune import SensitivityCurve, plot_sensitivity, select_best, sensitiv
 DATA_KIND = "symmetric"
 COVERAGE_KINDS = ("symmetric", "skewed", "any")
 STATISTIC = "mean"
-RETURN_RANGE = (0.0, 500.0)  # CartPole-v1: an episode's return is in [0, 500]
 LABELS = {"learning_rate": "learning rate", "clip_epsilon": "clip ε",
           "entropy_coef": "entropy coefficient", "value_coef": "value coefficient",
           "gamma": "γ", "lam": "GAE λ", "max_grad_norm": "max grad norm"}
 
 
-def grid_scores(configs: list[Any], runs: list[dict]) -> np.ndarray:
-    """``[K, S]`` float64 final returns (NaN where a seed finished no episode in the final
-    window or its run went non-finite)."""
-    from rljax.training import final_returns
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """What the analysis knows of the score.
 
-    rows = []
-    for config, run in zip(configs, runs, strict=True):
-        logs = run["logs"]
-        score = final_returns(logs, last=config.final_updates // config.log_every)
-        rows.append(np.where(run["first_nonfinite"] >= 0, np.nan, score))
-    return np.stack(rows)
+    Attributes:
+      name: what it is, in the report (e.g. ``"final return"``).
+      support: ``(low, high)`` the score cannot leave (intervals are clipped to it), or
+        ``None``.
+      cap: a ceiling many seeds reach (e.g. CartPole-v1's 500-step episode limit): a seed
+        at ``>= cap - cap_tolerance`` counts as at the cap; ``None``: no cap.
+      cap_tolerance: see ``cap``.
+      title: the plot's title.
+      key: the summary's name for it (e.g. ``"final_return"``).
+    """
+
+    name: str = "score"
+    support: tuple[float, float] | None = None
+    cap: float | None = None
+    cap_tolerance: float = 0.5
+    title: str = ""
+    key: str = "score"
 
 
-def x_field(fields: tuple[str, ...]) -> str:
-    """The main panel's x axis: ``learning_rate`` if swept, else the first field."""
-    return "learning_rate" if "learning_rate" in fields else fields[0]
+def x_field(fields: tuple[str, ...], rows: Any = ()) -> str:
+    """The main panel's x axis: ``learning_rate`` if swept, else the first field with a
+    number in every row (a ``None``, a feature off, has no place on a number line)."""
+    if "learning_rate" in fields:
+        return "learning_rate"
+    numeric = [f for f in fields if all(r[f] is not None for r in rows)]
+    return (numeric or list(fields))[0]
 
 
 def _log_x(values: np.ndarray) -> bool:
+    if any(v is None for v in np.asarray(values, object).ravel()):
+        return False
     values = np.asarray(values, np.float64)
     return bool(np.all(values > 0) and values.max() / values.min() >= 10)
 
 
 def _fmt(value: Any) -> str:
-    return format_number(float(value), 3) if not isinstance(value, bool) else str(value)
+    if value is None or isinstance(value, bool | str):
+        return str(value)
+    return format_number(float(value), 3)
 
 
-def curves(grid: Grid, scores: np.ndarray, best: int, key: jax.Array, reps: int
-           ) -> list[dict[str, Any]]:
+def curves(grid: Grid, scores: np.ndarray, best: int, key: jax.Array, reps: int,
+           score: Score = Score()) -> list[dict[str, Any]]:
     """The panels: ``[{"field", "lines": {label: SensitivityCurve}, "log_x"}]``.
 
     Panel 0 varies :func:`x_field`, one line per value of the next field (other fields at
@@ -97,7 +120,7 @@ def curves(grid: Grid, scores: np.ndarray, best: int, key: jax.Array, reps: int
     """
     rows = list(grid.rows)
     fields = grid.fields
-    x = x_field(fields)
+    x = x_field(fields, rows)
     others = [f for f in fields if f != x]
     values = {f: np.asarray([r[f] for r in rows]) for f in fields}
     at_best = {f: np.asarray([r[f] == rows[best][f] for r in rows]) for f in fields}
@@ -110,26 +133,30 @@ def curves(grid: Grid, scores: np.ndarray, best: int, key: jax.Array, reps: int
             mask = fixed & (values[line_field] == v)
             lines[f"{LABELS.get(line_field, line_field)} = {_fmt(v)}"] = clipped(sensitivity_curve(
                 scores, values[x], mask, statistic=STATISTIC, key=jax.random.fold_in(key, i),
-                reps=reps, data=DATA_KIND))
+                reps=reps, data=DATA_KIND), score)
     else:
         lines["all configurations"] = clipped(sensitivity_curve(
-            scores, values[x], statistic=STATISTIC, key=key, reps=reps, data=DATA_KIND))
+            scores, values[x], statistic=STATISTIC, key=key, reps=reps, data=DATA_KIND), score)
     panels.append({"field": x, "lines": lines, "log_x": _log_x(values[x])})
     for j, f in enumerate(others):
+        if any(r[f] is None for r in rows):  # a switch (None = off): a line, not an axis
+            continue
         mask = np.all([at_best[g] for g in fields if g != f], axis=0)
         anchor = ", ".join(f"{LABELS.get(g, g)} {_fmt(rows[best][g])}" for g in fields if g != f)
         curve = clipped(sensitivity_curve(scores, values[f], mask, statistic=STATISTIC,
                                           key=jax.random.fold_in(key, 1000 + j), reps=reps,
-                                          data=DATA_KIND))
+                                          data=DATA_KIND), score)
         panels.append({"field": f, "lines": {f"at the best {anchor}": curve},
                        "log_x": _log_x(values[f])})
     return panels
 
 
-def clipped(curve: SensitivityCurve) -> SensitivityCurve:
-    """The curve with its band clipped to :data:`RETURN_RANGE` (the score's support)."""
-    return dataclasses.replace(curve, low=np.clip(curve.low, *RETURN_RANGE),
-                               high=np.clip(curve.high, *RETURN_RANGE))
+def clipped(curve: SensitivityCurve, score: Score) -> SensitivityCurve:
+    """The curve with its band clipped to the score's support (if it has one)."""
+    if score.support is None:
+        return curve
+    return dataclasses.replace(curve, low=np.clip(curve.low, *score.support),
+                               high=np.clip(curve.high, *score.support))
 
 
 def _curve_record(curve: SensitivityCurve) -> dict[str, Any]:
@@ -154,7 +181,7 @@ def neighbour_pairs(grid: Grid) -> list[tuple[int, int]]:
     """``[(c, p)]``: configuration ``c`` and ``p``, equal except that ``p`` has the next
     smaller value of the main panel's x field (the steps along each line)."""
     fields = grid.fields
-    x = x_field(fields)
+    x = x_field(fields, grid.rows)
     xs = sorted(set(r[x] for r in grid.rows))
     index = {tuple(r[f] for f in fields): c for c, r in enumerate(grid.rows)}
     pairs = []
@@ -172,7 +199,7 @@ def reference_pairs(grid: Grid, base: Any) -> list[tuple[int, int]]:
     configuration ``r`` equal to it except that the line field has the base config's value
     (the first listed value if the base's is not in the grid). Empty for one field."""
     fields = grid.fields
-    others = [f for f in fields if f != x_field(fields)]
+    others = [f for f in fields if f != x_field(fields, grid.rows)]
     if not others:
         return []
     line = others[0]
@@ -188,45 +215,53 @@ def reference_pairs(grid: Grid, base: Any) -> list[tuple[int, int]]:
     return pairs
 
 
-def analyse(configs: list[Any], grid: Grid, runs: list[dict], timing: dict[str, Any],
-            out_dir: Path, base: Any = None) -> dict[str, Any]:
-    """Score, intervals, curves and paired differences of a grid run; writes
-    ``results.parquet`` (one row per config x seed x logged row, with a ``config`` column
-    and one column per swept field), ``scores.parquet`` (config x seed final returns),
-    ``summary.json``, ``report.md`` and ``sensitivity.png``; returns the summary.
+def analyse(scores: np.ndarray, grid: Grid, base: Any, *, key: jax.Array, reps: int,
+            score: Score = Score()) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Intervals, paired differences and curves of a grid's ``[K, S]`` scores.
 
-    ``base`` is the config the grid was applied to (default: the first configuration);
-    its value of the line field is the reference of the along-line differences."""
-    from experiments.ppo_cartpole import AT_CAP, NAME, clopper_pearson, results_table
+    Args:
+      scores: ``[K, S]`` float64, config x seed (NaN: nothing to report).
+      grid: the :class:`rljax.grid.Grid` the configs came from (``K`` rows).
+      base: the config the grid was applied to; its value of the line field is the
+        reference of the along-line differences.
+      key: the bootstrap's key (curves and intervals draw from its splits).
+      reps: bootstrap resamples where a method uses them.
+      score: what the score is (:class:`Score`: support, cap).
 
-    base = configs[0] if base is None else base
-    scores = grid_scores(configs, runs)
+    Returns:
+      ``(summary, panels)``: ``summary`` holds ``fields``, ``num_configs``, ``statistic``,
+      ``data_kind``, ``best`` (with ``tied_on_every_seed``), ``configs`` (per config: the
+      swept values, ``finite_seeds``, ``<score.key>`` interval and IQM, at the cap),
+      ``paired_vs_best``, ``paired_along_lines``, ``paired_steps_in_x`` and ``curves``;
+      ``panels`` are the plot's (:func:`write_plot`).
+    """
     finite = np.isfinite(scores)
     best = select_best(scores, STATISTIC)
-    key = jax.random.key(base.base_seed + 2)
     config_key, diff_key, curve_key = jax.random.split(key, 3)
     per_config = []
     for c, row in enumerate(grid.rows):
         ok = scores[c][finite[c]]
-        at_cap = int(np.sum(ok >= AT_CAP))
-        entry: dict[str, Any] = {"config": c, **row,
-                                 "finite_seeds": int(ok.size), "seeds_at_cap": at_cap}
+        entry: dict[str, Any] = {"config": c, **row, "finite_seeds": int(ok.size)}
+        at_cap = 0
+        if score.cap is not None:
+            at_cap = int(np.sum(ok >= score.cap - score.cap_tolerance))
+            entry["seeds_at_cap"] = at_cap
         if ok.size >= 2:
-            entry["final_return"] = _interval(STATISTIC, ok, key=jax.random.fold_in(
-                config_key, c), reps=base.bootstrap_reps, support=RETURN_RANGE)
-            entry["final_return_iqm"] = float(_iqm(ok))
-        if ok.size >= 1:
+            entry[score.key] = _interval(STATISTIC, ok, key=jax.random.fold_in(
+                config_key, c), reps=reps, support=score.support)
+            entry[f"{score.key}_iqm"] = float(_iqm(ok))
+        if ok.size >= 1 and score.cap is not None:
             entry["fraction_at_cap"] = at_cap / ok.size
             entry["fraction_at_cap_ci"] = list(clopper_pearson(at_cap, int(ok.size)))
         per_config.append(entry)
     paired = []
-    for c in range(len(configs)):
+    for c in range(len(grid.rows)):
         both = finite[best] & finite[c]
         if c == best or both.sum() < 2:
             continue
         paired.append({"config": c, **grid.rows[c], **_interval(
             "paired_difference", scores[best][both], scores[c][both],
-            key=jax.random.fold_in(diff_key, c), reps=base.bootstrap_reps)})
+            key=jax.random.fold_in(diff_key, c), reps=reps)})
     along, steps_x = [], []
     for out, pairs, offset in ((along, reference_pairs(grid, base), 10_000),
                                (steps_x, neighbour_pairs(grid), 20_000)):
@@ -235,24 +270,19 @@ def analyse(configs: list[Any], grid: Grid, runs: list[dict], timing: dict[str, 
             if both.sum() >= 2:
                 out.append({"config": c, "reference": r, **grid.rows[c], **_interval(
                     "paired_difference", scores[c][both], scores[r][both],
-                    key=jax.random.fold_in(diff_key, offset + c), reps=base.bootstrap_reps)})
-    tied = [c for c in range(len(configs)) if c != best and finite[c].all()
+                    key=jax.random.fold_in(diff_key, offset + c), reps=reps)})
+    tied = [c for c in range(len(grid.rows)) if c != best and finite[c].all()
             and finite[best].all() and np.array_equal(scores[c], scores[best])]
-    panels = curves(grid, scores, best, curve_key, base.bootstrap_reps)
-    steps = [c.num_updates * c.num_envs * c.num_steps for c in configs]
+    panels = curves(grid, scores, best, curve_key, reps, score)
     summary = {
-        "experiment": NAME,
-        "grid": grid.record(),
         "fields": list(grid.fields),
-        "num_configs": len(configs),
-        "seeds": base.seeds,
-        "block_size": base.block_size,
-        "env_steps_per_seed": steps[0] if len(set(steps)) == 1 else steps,
-        "final_updates": base.final_updates,
+        "num_configs": len(grid.rows),
         "statistic": STATISTIC,
         "data_kind": DATA_KIND,
+        "score": dataclasses.asdict(score),
+        "x_field": x_field(grid.fields, grid.rows),
         "best": {"config": best, **grid.rows[best],
-                 "final_return": per_config[best].get("final_return"),
+                 score.key: per_config[best].get(score.key),
                  "tied_on_every_seed": tied},
         "configs": per_config,
         "paired_vs_best": paired,
@@ -261,27 +291,8 @@ def analyse(configs: list[Any], grid: Grid, runs: list[dict], timing: dict[str, 
         "curves": [{"field": p["field"], "log_x": p["log_x"],
                     "lines": {k: _curve_record(v) for k, v in p["lines"].items()}}
                    for p in panels],
-        "nonfinite_runs": int(np.sum([np.sum(r["first_nonfinite"] >= 0) for r in runs])),
-        "programs": timing["programs"],
-        "compile_seconds": timing["compile_seconds"],
-        "run_seconds": timing["run_seconds"],
-        "env_steps_per_second": (timing["timed_steps"] / max(timing["run_seconds"], 1e-9)
-                                 if timing["timed_steps"] > 0 else None),
     }
-    columns = grid_columns(configs, grid.fields)
-    tables = []
-    for c, (config, run) in enumerate(zip(configs, runs, strict=True)):
-        table = results_table(run["logs"], config.num_envs * config.num_steps,
-                              config.log_every)
-        lead = pd.DataFrame({name: np.repeat(col[c:c + 1], len(table))
-                             for name, col in columns.items()})
-        tables.append(pd.concat([lead, table], axis=1))
-    io.write_parquet(out_dir / "results.parquet", pd.concat(tables, ignore_index=True))
-    io.write_parquet(out_dir / "scores.parquet", scores_table(scores, columns))
-    io.write_json(out_dir / "summary.json", summary)
-    write_plot(panels, base, out_dir / "sensitivity.png")
-    io.atomic_write_text(out_dir / "report.md", report_markdown(summary))
-    return summary
+    return summary, panels
 
 
 def _iqm(x: np.ndarray) -> float:
@@ -290,17 +301,18 @@ def _iqm(x: np.ndarray) -> float:
     return float(trim_mean(x, 0.25))
 
 
-def scores_table(scores: np.ndarray, columns: dict[str, np.ndarray]) -> pd.DataFrame:
-    """``[K, S]`` scores as a tidy table: ``config``, the swept fields, ``seed``,
-    ``final_return``."""
+def scores_table(scores: np.ndarray, columns: dict[str, np.ndarray],
+                 key: str = "score", first_seed: int = 0) -> pd.DataFrame:
+    """``[K, S]`` scores as a tidy table: ``config``, the swept fields, ``seed`` (ids from
+    ``first_seed``) and the score (column ``key``)."""
     k, s = scores.shape
     table = {name: np.repeat(col, s) for name, col in columns.items()}
-    table["seed"] = np.tile(np.arange(s, dtype=np.int32), k)
-    table["final_return"] = scores.reshape(-1)
+    table["seed"] = np.tile(np.arange(first_seed, first_seed + s, dtype=np.int32), k)
+    table[key] = scores.reshape(-1)
     return pd.DataFrame(table)
 
 
-def write_plot(panels: list[dict[str, Any]], config: Any, path: Path) -> None:
+def write_plot(panels: list[dict[str, Any]], score: Score, seeds: int, path: Path) -> None:
     """One axes per panel (``rljax.tune.plot_sensitivity``), side by side."""
     import matplotlib
 
@@ -311,15 +323,15 @@ def write_plot(panels: list[dict[str, Any]], config: Any, path: Path) -> None:
     for ax, panel in zip(axes[0], panels, strict=True):
         field = panel["field"]
         plot_sensitivity(ax, panel["lines"], xlabel=LABELS.get(field, field),
-                         ylabel=f"final return (mean over {config.seeds} seeds)",
+                         ylabel=f"{score.name} (mean over {seeds} seeds)",
                          log_x=panel["log_x"])
-        ax.axhline(500, color="grey", linestyle="--", linewidth=1)
+        if score.cap is not None:
+            ax.axhline(score.cap, color="grey", linestyle="--", linewidth=1)
         ticks = sorted({float(v) for c in panel["lines"].values() for v in c.values})
         if len(ticks) <= 8:
             ax.set_xticks(ticks, [_fmt(v) for v in ticks])
             ax.minorticks_off()
-    fig.suptitle(f"PPO on CartPole-v1: final return after {config.total_steps:,} steps, "
-                 "95 % pointwise intervals")
+    fig.suptitle(f"{score.title}{': ' if score.title else ''}95 % pointwise intervals")
     fig.tight_layout()
     io.write_figure(path, fig)
 
@@ -335,28 +347,33 @@ def _named(entry: dict[str, Any], fields: list[str]) -> str:
     return ", ".join(f"{f} {_fmt(entry[f])}" for f in fields)
 
 
-def report_markdown(summary: dict[str, Any]) -> str:
-    """The grid report: per-config table, paired differences, a reading, the procedure."""
+def report_markdown(summary: dict[str, Any], what: str = "") -> str:
+    """The grid report: per-config table, paired differences, a reading, the procedure.
+
+    ``summary`` is :func:`analyse`'s plus ``experiment`` and ``seeds`` (and ``programs``
+    when known); ``what`` is one sentence on the runs and the score."""
     fields = summary["fields"]
+    score = summary["score"]
     cols = " | ".join(fields)
+    capped = score["cap"] is not None
     lines = [f"# {summary['experiment']}: sensitivity over {', '.join(fields)}", "",
              f"{summary['num_configs']} configurations x {summary['seeds']} seeds (the same "
-             f"seeds in every configuration), {summary['env_steps_per_seed']} environment "
-             "steps per run; score = mean return of the episodes finished in the last "
-             f"{summary['final_updates']} updates.", "", "![sensitivity](sensitivity.png)", "",
-             f"| config | {cols} | mean final return [95 % CI] | IQM | seeds at the cap "
-             "[95 % CI, exact] |", "|" + "---|" * (len(fields) + 4)]
+             f"seeds in every configuration). {what}", "", "![sensitivity](sensitivity.png)",
+             "", f"| config | {cols} | mean {score['name']} [95 % CI] | IQM |"
+             + (" seeds at the cap [95 % CI, exact] |" if capped else ""),
+             "|" + "---|" * (len(fields) + 3 + capped)]
     for e in summary["configs"]:
         cap = (f"{e['seeds_at_cap']} of {e['finite_seeds']} [{e['fraction_at_cap_ci'][0]:.2f}, "
                f"{e['fraction_at_cap_ci'][1]:.2f}]" if "fraction_at_cap_ci" in e else "n/a")
         lines.append(f"| {e['config']} | " + " | ".join(_fmt(e[f]) for f in fields)
-                     + f" | {_ci(e.get('final_return'))} | "
-                     f"{format_number(e.get('final_return_iqm'))} | {cap} |")
+                     + f" | {_ci(e.get(score['key']))} | "
+                     f"{format_number(e.get(score['key'] + '_iqm'))} |"
+                     + (f" {cap} |" if capped else ""))
     for title, rows, what in (
             ("Paired differences: best - config", summary["paired_vs_best"], "best - config"),
             ("Paired differences along the lines: config - reference",
              summary["paired_along_lines"], "config - reference"),
-            (f"Paired differences of each step in {x_field(tuple(fields))}: config - "
+            (f"Paired differences of each step in {summary.get('x_field', fields[0])}: config - "
              "reference (the next smaller value)", summary["paired_steps_in_x"],
              "config - reference")):
         if not rows:
@@ -375,10 +392,11 @@ def report_markdown(summary: dict[str, Any]) -> str:
 def reading(summary: dict[str, Any]) -> str:
     """What the paired intervals separate, on these seeds (no ranking beyond that)."""
     fields = summary["fields"]
+    score = summary["score"]
     best = summary["best"]
     rows = {e["config"]: e for e in summary["configs"]}
-    text = (f"The highest mean final return on these seeds is configuration {best['config']} "
-            f"({_named(best, fields)}): {_ci(best['final_return'])}")
+    text = (f"The highest mean {score['name']} on these seeds is configuration "
+            f"{best['config']} ({_named(best, fields)}): {_ci(best[score['key']])}")
     if best["tied_on_every_seed"]:
         text += (", tied seed for seed with " + "; ".join(
             _named(rows[c], fields) for c in best["tied_on_every_seed"])
@@ -404,11 +422,12 @@ def reading(summary: dict[str, Any]) -> str:
         up = [d for d in steps if d["low"] > 0]
         down = [d for d in steps if d["high"] < 0]
         text += (f". Of the {len(steps)} steps to the next larger "
-                 f"{x_field(tuple(fields))}, {len(up)} raise the score and {len(down)} lower "
-                 "it with a paired interval excluding 0")
+                 f"{summary.get('x_field', fields[0])}, {len(up)} raise the score and "
+                 f"{len(down)} lower it with a paired interval excluding 0")
     at_cap = [e for e in summary["configs"] if e.get("fraction_at_cap") == 1.0]
     if at_cap:
-        text += (f". {len(at_cap)} configuration(s) have every seed at the 500-step cap: "
+        text += (f". {len(at_cap)} configuration(s) have every seed at the cap "
+                 f"({score['cap']:g}): "
                  "their interval is the ceiling, not precision, and this budget cannot rank "
                  "them")
     text += (". The best was picked on the same seeds, so its lead is optimistic; a claim "
@@ -426,21 +445,28 @@ def _coverage_text(entries: list[dict[str, Any]]) -> str:
 
 
 def _procedure(summary: dict[str, Any]) -> str:
-    intervals = [e["final_return"] for e in summary["configs"] if e.get("final_return")]
+    score = summary["score"]
+    intervals = [e[score["key"]] for e in summary["configs"] if e.get(score["key"])]
     diffs = (summary["paired_vs_best"] + summary["paired_along_lines"]
              + summary["paired_steps_in_x"])
+    programs = summary.get("programs")
+    support = score["support"]
     return (
-        "All configurations ran in one sweep per compiled program "
-        f"({len(summary['programs'])} program(s); the traced fields vmapped with the seeds, "
-        "`rljax.sweep.ChunkedSweep` with a `ConfigTable`), seed i with seed i's key in every "
+        "All configurations ran in one sweep per compiled program"
+        + (f" ({len(programs)} program(s)" if programs else " (")
+        + ("; " if programs else "") + "the traced fields vmapped with the seeds, a "
+        "`ConfigTable`), seed i with seed i's key in every "
         "configuration (common random numbers), so configurations are compared seed by seed."
-        " Means over seeds: " + _coverage_text(intervals) + "; intervals clipped to "
-        f"[{RETURN_RANGE[0]:g}, {RETURN_RANGE[1]:g}]. Paired differences (mean of per-seed "
+        " Means over seeds: " + _coverage_text(intervals)
+        + (f"; intervals clipped to [{support[0]:g}, {support[1]:g}]" if support else "")
+        + ". Paired differences (mean of per-seed "
         "differences): " + _coverage_text(diffs) + ". The coverages are those of the "
         "interval-coverage study (`rljax.stats.reported`) on each kind of simulated data "
         "('any': the worst over all of them, single Bernoulli(0.9) trials, i.e. mostly-equal "
-        "seeds); returns piled at the 500 cap are between those kinds, so the nominal 95 % "
-        "is not guaranteed at this n. Seeds at the cap: exact Clopper-Pearson intervals "
-        "(coverage >= 95 % by construction). Curve bands: the same per-value t intervals "
+        "seeds)"
+        + ("; scores piled at a cap are between those kinds, so the nominal 95 % "
+           "is not guaranteed at this n. Seeds at the cap: exact Clopper-Pearson intervals "
+           "(coverage >= 95 % by construction)" if score["cap"] is not None else "")
+        + ". Curve bands: the same per-value t intervals "
         "(`rljax.tune.sensitivity_curve`), pointwise, not simultaneous."
     )

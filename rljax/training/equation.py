@@ -1,7 +1,8 @@
 """One seed's GRPO training of the MLP actor-critic on "solve for x", and its evaluation.
 
-Shared by studies that compare an untrained and a trained policy (``rl-then-search``): the
-trained actor is the search prior, the trained critic its value.
+Used by studies that compare an untrained and a trained policy (``rl-then-search``): the
+trained actor is the search prior, the trained critic its value; ``test-time-search``
+starts its problems with :func:`start_state`.
 
 One update of :func:`make_equation_grpo_train`'s ``train(key)``:
 
@@ -53,6 +54,7 @@ from rljax.advantages import process_supervision_advantages
 from rljax.algorithms import multi_step_update
 from rljax.algorithms.base import LossAux, RLTransform
 from rljax.algorithms.grpo import GroupBatch, grpo
+from rljax.config import ConfigError, check_fields, param
 from rljax.envs.equation import (
     HOLDOUT_MODULUS,
     NUM_LEVELS,
@@ -99,53 +101,56 @@ class EquationTrainConfig:
     """
 
     level_weights: tuple[float, ...] = (0.1, 0.3, 0.3, 0.3)
-    problems_per_update: int = 64
-    group_size: int = 8
-    updates: int = 600
-    learning_rate: float = 3e-3
-    kl_beta: float = 0.0
-    clip_epsilon: float = 0.2
-    inner_iterations: int = 1
-    num_minibatches: int = 1
-    advantage: str = "outcome"
-    value_coef: float = 0.5
-    entropy_coef: float = 0.03
+    problems_per_update: int = param(64, "P: problems per update", low=1)
+    group_size: int = param(8, "G: attempts per problem", low=1)
+    updates: int = param(600, "GRPO updates (rollout + update) per seed", low=1)
+    learning_rate: float = param(3e-3, "Adam's step size", low=0.0, low_open=True)
+    kl_beta: float = param(0.0, "KL coefficient toward the initial policy (0: off)", low=0.0)
+    clip_epsilon: float = param(0.2, "clip range of the GRPO surrogate", low=0.0,
+                                low_open=True)
+    inner_iterations: int = param(1, "GRPO's mu: optimizer steps per batch", low=1)
+    num_minibatches: int = param(1, "minibatches per inner iteration (divides P)", low=1)
+    advantage: str = param("outcome", "outcome, progress, process or outcome+progress",
+                           choices=ADVANTAGES)
+    value_coef: float = param(0.5, "weight of the critic's loss (0: untrained)", low=0.0)
+    entropy_coef: float = param(0.03, "weight of the actor's entropy bonus", low=0.0)
     hidden_sizes: tuple[int, ...] = (64, 64)
-    encoding: str = "onehot"
-    temperature: float = 1.0
-    max_steps: int = 8
-    holdout_modulus: int = HOLDOUT_MODULUS
-    seed: int = 0
+    encoding: str = param("onehot", "the observation encoding", choices=("onehot", "raw"))
+    temperature: float = param(1.0, "sampling temperature of the training rollouts",
+                               low=0.0, low_open=True)
+    max_steps: int = param(8, "moves per attempt (the environment's limit)", low=1)
+    holdout_modulus: int = param(HOLDOUT_MODULUS, "problems with hash = 0 mod this are "
+                                 "held out (0 or 1: no split)", low=0)
+    seed: int = param(0, "base seed of main() (train(key) takes its key)", sweep=False,
+                      low=0, high=2**31 - 1)
 
     def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise a one-line :class:`~rljax.config.ConfigError` naming the first invalid
+        field (each against its declaration, then the weights and sizes)."""
         if len(self.level_weights) != NUM_LEVELS or min(self.level_weights) < 0 or not (
             sum(self.level_weights) > 0
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"level_weights: need {NUM_LEVELS} non-negative weights with a positive sum, "
                 f"got {self.level_weights!r}")
-        if self.advantage not in ADVANTAGES:
-            raise ValueError(
-                f"advantage: must be one of {', '.join(ADVANTAGES)}, got {self.advantage!r}")
-        for name in ("problems_per_update", "group_size", "updates", "inner_iterations",
-                     "num_minibatches", "max_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        check_fields(self)
         if self.problems_per_update % self.num_minibatches:
-            raise ValueError(
+            raise ConfigError(
                 f"num_minibatches: must divide problems_per_update {self.problems_per_update}, "
                 f"got {self.num_minibatches}")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature: must be > 0, got {self.temperature}")
+
+    def train_config(self) -> EquationTrainConfig:
+        """This config's trainer fields as a plain :class:`EquationTrainConfig` (what a
+        study config that extends it hands the trainer)."""
+        names = [f.name for f in dataclasses.fields(EquationTrainConfig)]
+        return EquationTrainConfig(**{name: getattr(self, name) for name in names})
 
 
 # ---------------------------------------------------------------------------------------
-# Problems and the held-out split
-
-
-# ``is_held_out`` and ``sample_problem`` moved to rljax.envs.equation (the library owns the
-# split); the old names stay importable from here.
-sample_problem = sample_split_equation
+# Problems (the held-out split itself lives in rljax.envs.equation)
 
 
 def training_problems(key_levels: PRNGKey, key_problems: PRNGKey,
@@ -452,8 +457,8 @@ def solve_held_out(
     key_problems, key_moves = jax.random.split(key)
 
     def one(kp, km):
-        coeffs, solution = sample_problem(kp, level, config.holdout_modulus,
-                                          config.holdout_modulus > 1)
+        coeffs, solution = sample_split_equation(kp, level, config.holdout_modulus,
+                                                 config.holdout_modulus > 1)
         logits_fn = lambda f: net.actor.apply(params["actor"], f)  # noqa: E731
         record = run_attempt(km, env, env_params, logits_fn, start_state(coeffs, solution),
                              greedy=greedy, temperature=temperature)

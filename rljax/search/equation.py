@@ -1,6 +1,6 @@
 """Test-time search on "solve for x": every method at a given compute budget.
 
-Shared by the ``test-time-search`` and ``rl-then-search`` studies. A *budget* is a cap on
+Used by the ``test-time-search`` and ``rl-then-search`` studies. A *budget* is a cap on
 policy/model evaluations per problem (one policy call per step of a sampled attempt; one
 recurrent-model call -- policy and value -- per MCTS simulation; one policy call per beam
 per step plus one verifier call per expanded child). Each method turns the budget into

@@ -1,6 +1,10 @@
 """Published PPO hyperparameters per environment, the defaults of ``rljax run ppo --env NAME``.
 
-Each row is one published configuration, copied field by field and citing its file:
+The fields of a row (:data:`PRESET_FIELDS`) are :class:`~rljax.training.PPOTrainConfig`
+fields plus the MLP's (``hidden_size``, ``hidden_layers``, ``activation``,
+``gaussian_scale``) and ``normalize_observations`` (of
+:func:`rljax.envs.registry.make_env`); :func:`preset_for` picks an env's row. Each row is
+one published configuration, copied field by field and citing its file:
 
 * **gymnax-blines** (Lange, https://github.com/RobertTLange/gymnax-blines,
   ``agents/<env>/ppo.yaml``): the configurations linked from gymnax's README. Their
@@ -43,11 +47,13 @@ GYMNAX_BLINES = "https://github.com/RobertTLange/gymnax-blines/blob/main/agents/
 REJAX = "https://github.com/keraJLi/rejax/blob/main/{}"
 CLEANRL = "https://github.com/vwxyzjn/cleanrl/blob/master/cleanrl/{}"
 
-#: Fields a preset sets; every one is a field of ``experiments.ppo_env.Config``.
 PRESET_FIELDS = ("total_steps", "num_envs", "num_steps", "num_epochs", "num_minibatches",
                  "gamma", "lam", "learning_rate", "anneal_lr", "clip_epsilon", "value_clip",
                  "entropy_coef", "value_coef", "max_grad_norm", "hidden_size",
                  "hidden_layers", "activation", "normalize_observations", "gaussian_scale")
+"""Fields a preset sets: :class:`~rljax.training.PPOTrainConfig` fields, the MLP's
+(``hidden_size``, ``hidden_layers``, ``activation``, ``gaussian_scale``) and
+``normalize_observations``; every one is a field of the ``ppo`` study's ``Config``."""
 
 _BLINES_NOTE = ("gymnax-blines initialises with LeCun-normal kernels and uniform(0.05) "
                 "biases (rljax: orthogonal, zeros); its gymnax < 1.0 did not bootstrap "

@@ -1,7 +1,7 @@
 """One seed's REINFORCE training on the ChainMDP, built from the library's layers.
 
-Shared by the ``orm-vs-prm`` study and the ``sweep`` benchmark so both time the same
-program.
+Shared by the ``orm-vs-prm`` study, the ``grid`` / ``sweep`` / ``scaling`` benchmarks and
+the quick-start notebook, so all of them time and report the same program.
 """
 
 from __future__ import annotations
