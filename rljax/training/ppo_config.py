@@ -151,9 +151,9 @@ def check_train_config(config: PPOTrainConfig) -> None:
 def check_hparams(config: PPOTrainConfig, hparams: Mapping[str, Any] | None) -> None:
     """Raise a one-line ``ValueError`` if ``hparams`` names a field that cannot be traced.
 
-    Allowed names are the traced fields of :class:`PPOTrainConfig`; ``value_clip`` only when
-    ``config.value_clip`` is a number (``None``, value clipping off, is structural: it
-    removes the clipped branch from the program). Values are not checked (they may be
+    Allowed names are the traced fields of :class:`PPOTrainConfig`, each only when the
+    config's value is a number: ``None`` (e.g. ``value_clip=None``, value clipping off) is
+    structural, it removes a branch from the program. Values are not checked (they may be
     traced); a sweep validates each configuration before it runs.
     """
     if hparams is None:
@@ -163,9 +163,10 @@ def check_hparams(config: PPOTrainConfig, hparams: Mapping[str, Any] | None) -> 
     if unknown:
         raise ValueError(f"hparams: cannot trace {', '.join(unknown)}; traceable fields: "
                          f"{', '.join(traceable)}")
-    if "value_clip" in hparams and config.value_clip is None:
-        raise ValueError("hparams: value_clip is traced but config.value_clip is None (value "
-                         "clipping off is structural); set config.value_clip to a number")
+    for name in sorted(hparams):
+        if getattr(config, name) is None:
+            raise ValueError(f"hparams: {name} is traced but config.{name} is None (off is "
+                             f"structural); set config.{name} to a number")
 
 
 def resolve_hparams(config: PPOTrainConfig,
