@@ -76,9 +76,9 @@ def test_ppo_train_config_is_a_documented_frozen_dataclass():
     for f in dataclasses.fields(PPOTrainConfig):
         assert f.metadata["help"], f.name
         assert f.name in PPOTrainConfig.__doc__, f.name
-    assert set(traced_fields(PPOTrainConfig)) == {"learning_rate", "adam_eps", "max_grad_norm",
-                                      "clip_epsilon", "value_coef", "entropy_coef",
-                                      "value_clip", "gamma", "lam"}
+    assert set(traced_fields(PPOTrainConfig)) == {
+        "learning_rate", "adam_eps", "max_grad_norm", "clip_epsilon", "clip_epsilon_high",
+        "value_coef", "entropy_coef", "value_clip", "gamma", "lam"}
     config = PPOTrainConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.num_envs = 8  # type: ignore[misc]

@@ -23,11 +23,11 @@ TRACEABLE_HPARAMS = traced_fields(PPOTrainConfig)
 # 3 updates of 4 envs x 16 steps, 2 epochs x 2 minibatches
 # (a large step size, so that 3 updates move the ratio past a clip of 0.05)
 BASE = PPOTrainConfig(num_envs=4, num_steps=16, total_steps=4 * 16 * 3, num_epochs=2,
-                      num_minibatches=2, learning_rate=1e-2)
+                      num_minibatches=2, learning_rate=1e-2, clip_epsilon_high=0.2)
 # every traceable field away from its default, each far enough to move 3 updates
 CHANGED = {"learning_rate": 3e-3, "adam_eps": 1e-3, "max_grad_norm": 0.05,
-           "clip_epsilon": 0.05, "value_coef": 0.9, "entropy_coef": 0.1,
-           "value_clip": 0.05, "gamma": 0.8, "lam": 0.5}
+           "clip_epsilon": 0.05, "clip_epsilon_high": 0.3, "value_coef": 0.9,
+           "entropy_coef": 0.1, "value_clip": 0.05, "gamma": 0.8, "lam": 0.5}
 
 
 def _assert_bitwise(a, b):
@@ -68,14 +68,20 @@ def test_each_field_alone_moves_the_run():
     key = jax.random.key(3)
     train = make_ppo_train(CartPole(), NET, BASE)
     names = list(CHANGED)
-    # K = 1 + 9 rows: the defaults, then one field changed per row
-    rows = [{k: getattr(BASE, k) for k in names}]
-    rows += [{**rows[0], name: CHANGED[name]} for name in names]
+    # clip_epsilon_high only acts where a ratio passes 1 + eps_high: in these 3 updates no
+    # ratio passes 1.05 (the clip fraction at eps 0.05 is that of the low side alone), so
+    # it is compared at eps = eps_high = 0.01 (measured: clip fraction 0.30 -> 0.23 at 1.0)
+    context = {"clip_epsilon_high": {"clip_epsilon": 0.01, "clip_epsilon_high": 0.01}}
+    base = {k: getattr(BASE, k) for k in names}
+    # K = 2 x 10 rows: per field its reference row, then the row with that field changed
+    rows = [row for name in names for row in (
+        {**base, **context.get(name, {})},
+        {**base, **context.get(name, {}), name: CHANGED[name]})]
     hparams = {k: jnp.asarray([r[k] for r in rows], jnp.float32) for k in names}
     logs = jax.jit(jax.vmap(train, in_axes=(None, 0)))(key, hparams)
-    for i, name in enumerate(names, start=1):
+    for i, name in enumerate(names):
         moved = [m for m in ("loss", "policy_loss", "value_loss", "approx_kl")
-                 if not np.array_equal(logs[m][i], logs[m][0])]
+                 if not np.array_equal(logs[m][2 * i + 1], logs[m][2 * i])]
         assert moved, f"{name}: tracing it changed nothing"
 
 

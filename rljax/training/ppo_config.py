@@ -54,8 +54,9 @@ class PPOTrainConfig:
         (``optax.clip_by_global_norm``, CleanRL, PureJaxRL, gymnax-blines) or, with
         ``grad_clip="elementwise"``, each gradient entry (``optax.clip``, rejax).
       grad_clip: ``"global_norm"`` (default) or ``"elementwise"``.
-      clip_epsilon, value_coef, entropy_coef, value_clip, normalize_advantages: of
-        :func:`ppo` (``value_clip=None`` switches value clipping off).
+      clip_epsilon, clip_epsilon_high, value_coef, entropy_coef, value_clip,
+        normalize_advantages: of :func:`ppo` (``None`` switches value clipping off, or
+        makes the ratio clip symmetric).
       bootstrap_truncations: bootstrap a time-limit truncation from the value of the
         episode's true final observation (``info["final_obs"]``, gymnax >= 1.0
         semantics; default). ``False`` ends it like a termination (gymnax < 1.0,
@@ -85,6 +86,9 @@ class PPOTrainConfig:
                                  low=0.0, low_open=True)
     clip_epsilon: float = param(0.2, "PPO's ratio clip range", traced=True, low=0.0,
                                 low_open=True)
+    clip_epsilon_high: float | None = param(None, "DAPO's clip-higher: the ratio's upper "
+                                            "clip 1 + clip_epsilon_high; None: symmetric",
+                                            traced=True, low=0.0, low_open=True)
     value_coef: float = param(0.5, "weight of the value loss", traced=True, low=0.0)
     entropy_coef: float = param(0.01, "weight of the entropy bonus", traced=True, low=0.0)
     value_clip: float | None = param(0.2, "clip range of the value update around the old "
