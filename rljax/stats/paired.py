@@ -32,7 +32,7 @@ import numpy as np
 from scipy import stats as sps
 
 from rljax.stats.comparisons import TestResult, _check_alternative
-from rljax.stats.power import _positive, _probability, _smallest_seed_count
+from rljax.stats.power import _positive, _probability, _smallest_seed_count, _t_test_power
 
 __all__ = ["paired_t_power", "paired_t_seeds", "paired_ttest", "wilcoxon_signed_rank"]
 
@@ -157,13 +157,7 @@ def paired_t_power(delta: float, sd_diff: float, n: int, *, alpha: float = 0.05,
         raise ValueError(f"n must be an integer >= 2, got {n!r}")
     n = int(n)
     df, nc = n - 1, float(delta) / (sd_diff / np.sqrt(n))
-    if alternative == "two-sided":
-        crit = sps.t.ppf(1 - alpha / 2, df)
-        return float(sps.nct.sf(crit, df, nc) + sps.nct.cdf(-crit, df, nc))
-    crit = sps.t.ppf(1 - alpha, df)
-    if alternative == "greater":
-        return float(sps.nct.sf(crit, df, nc))
-    return float(sps.nct.cdf(-crit, df, nc))
+    return _t_test_power(df, nc, alpha, alternative)
 
 
 def paired_t_seeds(delta: float, sd_diff: float, *, alpha: float = 0.05, power: float = 0.8,

@@ -93,13 +93,7 @@ def welch_power(delta: float, sd_x: float, n_x: int, *, sd_y: float | None = Non
     vx, vy = sd_x**2 / n_x, sd_y**2 / n_y
     df = (vx + vy) ** 2 / (vx**2 / (n_x - 1) + vy**2 / (n_y - 1))
     nc = float(delta) / np.sqrt(vx + vy)
-    if alternative == "two-sided":
-        crit = sps.t.ppf(1 - alpha / 2, df)
-        return float(sps.nct.sf(crit, df, nc) + sps.nct.cdf(-crit, df, nc))
-    crit = sps.t.ppf(1 - alpha, df)
-    if alternative == "greater":
-        return float(sps.nct.sf(crit, df, nc))
-    return float(sps.nct.cdf(-crit, df, nc))
+    return _t_test_power(df, nc, alpha, alternative)
 
 
 def _smallest_seed_count(reaches, max_n: int) -> int:
@@ -324,3 +318,17 @@ def expected_ci_width(pilot_scores, n: int, metric: str | Metric | Callable = "i
     widths = _simulated_widths(m.kernel, jnp.asarray(pilot), m.params, key, int(n), sims,
                                reps, probs)
     return float(np.mean(np.asarray(widths)))
+
+
+def _t_test_power(df: float, nc: float, alpha: float, alternative: str) -> float:
+    """Power of a t test with ``df`` degrees of freedom when the statistic is noncentral
+    t with noncentrality ``nc``: ``P(T > t_{1-alpha/2}) + P(T < -t_{1-alpha/2})``
+    (two-sided) or the one tail (``"greater"`` / ``"less"``). Shared by Welch's and the
+    paired t test's power."""
+    if alternative == "two-sided":
+        crit = sps.t.ppf(1 - alpha / 2, df)
+        return float(sps.nct.sf(crit, df, nc) + sps.nct.cdf(-crit, df, nc))
+    crit = sps.t.ppf(1 - alpha, df)
+    if alternative == "greater":
+        return float(sps.nct.sf(crit, df, nc))
+    return float(sps.nct.cdf(-crit, df, nc))
