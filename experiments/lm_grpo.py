@@ -1,32 +1,52 @@
-"""Study ``lm-grpo``: GRPO teaches a tiny transformer arithmetic it half knows.
+"""Study ``lm-grpo``: does GRPO teach a small transformer something it did not know?
 
-A character-level decoder-only transformer (``rljax.policies.TinyLM``) is warmed up
-with a short supervised phase on correct solutions -- short enough that it stays below
-50 % greedy accuracy on held-out prompts -- and then trained with GRPO on the accuracy
-reward program (the final answer is exactly right). Every seed trains its own model in
-one vmapped program (``rljax.sweep.ChunkedSweep``; evaluation every chunk).
+The task is level 4 of :mod:`rljax.envs.arithmetic`: linear equations solved in
+``;``-separated steps (``3x+4=19;`` -> ``3x=15;x=5``). A character-level transformer
+(``rljax.policies.TinyLM``, 104k parameters) is warmed up on correct solutions (Adam at a
+constant rate, never annealed; :mod:`rljax.training.lm_warm_start` computes it once per
+seed and every arm starts from the same cached params, bitwise) and then trained by each
+arm. Seed ``i`` uses the same key in every arm (paired).
 
-Held out means disjoint. Training draws only from the task's training split; the
-evaluation set is one fixed draw (``eval_seed``) of ``eval_prompts`` problems from the
-disjoint eval split (``rljax.envs.arithmetic``: a fixed hash of each problem), shared by
-all seeds and arms, the levels in turn. Level 0 (100 problems) is too small to split, so
-its evaluation prompts are training problems: its accuracy is reported separately as
-*training* accuracy; the headline accuracies are over the held-out prompts only
-(levels 1, 2, 4 can be split). Intervals are two-way: each (seed, prompt) correctness is
-kept, and :func:`rljax.stats.reported.reported_interval` (``"two_way_mean"``) resamples
-seeds *and* prompts, so the evaluation sample's own error is in the interval; a gain is
-the two-way interval of the (after - before) matrix on the same prompts.
+**Held out means disjoint.** Every level-4 problem is assigned once to the training or
+the eval split by a fixed hash (610 eval problems); training draws only the training
+side. The evaluation set is one fixed i.i.d. draw (``eval_seed``) of ``eval_prompts``
+problems from the eval split, shared by every seed and arm (a draw held fixed across
+seeds: it is named in the report). Intervals are two-way (seeds *and* prompts resampled,
+:func:`rljax.stats.reported.reported_interval` ``"two_way_mean"``); a gain or an arm
+difference is the interval of the paired ``[seed, prompt]`` difference matrix.
 
-Beside it, on the same seeds and warm-up:
+Arms (all from the seed's cached warm start):
 
-* **format only** -- GRPO on the format reward alone (the answer is a well-formed
-  integer): the reward-hacking check; accuracy should not rise.
-* **PPO** -- the same number of completions per step (``P * G`` prompts, one completion
-  each) with a value model of the same size, GAE over tokens.
+* ``grpo`` -- GRPO on unlabeled training prompts (token-mean, mu = 1, a linear RL
+  learning-rate warm-up).
+* ``sft`` -- the **SFT control**: continued supervised training on fresh labelled
+  problems for ``sft_steps_per_rl_step x rl_steps`` steps (about GRPO's wall time; both
+  wall times and both model-call counts are reported): the ceiling when labels exist.
+* ``grpo_bank`` / ``sft_bank`` -- the **limited-label regime**: a warm start on a fixed
+  bank of ``limited_labels`` labelled problems per seed, then GRPO on unlabeled
+  training prompts vs more supervised training on the same bank.
+* ``dapo_updates`` / ``dapo_rollouts`` -- **DAPO's dynamic sampling** in its own form
+  (sample ``refill_oversample x P`` prompts, keep the first ``P`` groups with signal):
+  at GRPO's number of updates (``refill_oversample x`` its rollouts) and at GRPO's
+  number of rollouts (``1 / refill_oversample`` of its updates).
 
-Memory: XLA's memory analysis of the compiled single-seed training step
-(``temp + arguments + outputs - aliased``; the arguments hold parameters, the frozen
-reference and Adam's moments), GRPO vs PPO at the same policy size.
+Measurements after training, on the GRPO model against the warm start:
+
+* greedy, sampled (the mean of ``pass_samples`` draws at T = 1) and pass@k, k = 1 ..
+  ``pass_samples`` (the unbiased estimator of Chen et al., 2021), on the held-out set;
+* **where the signal is**, on ``signal_prompts`` fixed *training* prompts, four
+  independent passes per seed: pass A (``signal_samples`` draws) bins each prompt by its
+  pass rate ``p``; pass B (a group of ``G``) gives the observed zero-signal share; pass
+  D (``signal_samples`` more, start model) the predicted share ``p^G + (1 - p)^G``
+  (estimated without bias by ``(C(c, G) + C(n - c, G)) / C(n, G)``) and ``p`` before;
+  pass C (``signal_samples``, the GRPO model) ``p`` after. Binning and measuring on the
+  same draws would bias both (selection; regression to the mean);
+* **test-time search after GRPO**, on ``search_prompts`` held-out prompts: majority@N
+  and step-level beam search guided by the task's exact process verifier at equal
+  samples (``N = W x E``), against the GRPO model's pass@1 and greedy accuracy;
+  best-of-N with the exact outcome verifier is an oracle (pass@N), reported as such;
+* memory: XLA's memory analysis of one compiled GRPO step vs one PPO step (a value
+  model of the same size).
 """
 
 from __future__ import annotations
@@ -43,13 +63,18 @@ import pandas as pd
 
 from rljax import io, stats
 from rljax.config import ConfigError, check_fields, param, with_defaults
+from rljax.curriculum.difficulty import pass_at_k_curve, zero_signal_probability
 from rljax.envs.arithmetic import ArithmeticTask, parse_levels
 from rljax.plots import plot_sample_efficiency
 from rljax.report import Figure, figures_table, format_number
+from rljax.search.lm_search import prm_beam_search, sample_and_vote
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
 from rljax.training.lm import (
+    EQUATION_PROMPT_LENGTH,
+    EQUATION_RECIPE,
     LMTrainConfig,
+    LMTrainer,
     arithmetic_task,
     check_lm_trainer,
     make_lm_trainer,
@@ -57,260 +82,444 @@ from rljax.training.lm import (
 )
 from rljax.training.lm_config import (
     LMArchitectureConfig,
-    LMDecoderConfig,
     LMGRPOConfig,
     LMPPOConfig,
+    LMSFTConfig,
     config_from,
 )
+from rljax.training.lm_warm_start import WarmStart, cached_warm_start
 
 NAME = "lm-grpo"
-SUPPORTS_TENSORBOARD = True  # its ChunkedSweep writes `rljax run --tensorboard DIR` logs
-DESCRIPTION = ("Tiny transformer on 1-digit addition and 2-digit addition/subtraction: GRPO vs "
-               "format-only reward "
-               "vs PPO, and the memory of GRPO vs PPO steps")
+SUPPORTS_TENSORBOARD = True  # its ChunkedSweeps write `rljax run --tensorboard DIR` logs
+DESCRIPTION = ("GRPO on a small transformer solving linear equations in steps: held-out "
+               "gain, SFT control, limited labels, where the signal is, DAPO's refill, "
+               "pass@k and search after GRPO")
 
-RUNS = ("grpo", "format_only", "ppo")
+ARMS = ("grpo", "sft", "grpo_bank", "sft_bank", "dapo_updates", "dapo_rollouts")
+BINS = ((0.0, 0.0), (0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0), (1.0, 1.0))
+"""Pass-rate bins of the signal analysis: ``p = 0``, four open-closed quarters (the last
+open at 1) and ``p = 1``."""
+QUICK = dict(seeds=2, block_size=2, sft_steps=60, rl_steps=4, steps_per_chunk=2,
+             prompts_per_step=4, group_size=4, eval_prompts=16, limited_labels=32,
+             pass_samples=4, signal_prompts=8, signal_samples=8, search_prompts=4,
+             search_beam_width=2, search_expansions=2, bootstrap_reps=100)
+"""``--set quick=true``: every stage at a size that runs in about a minute (a smoke run,
+not a result)."""
 
-TrainerArgs = tuple[LMTrainConfig, LMGRPOConfig | LMPPOConfig, LMDecoderConfig | None,
-                    ArithmeticTask]
-"""``make_lm_trainer``'s arguments for one arm: config, algorithm, decoder, task."""
+_Defaults = with_defaults(LMTrainConfig, **EQUATION_RECIPE)
 
 
 @dataclass(frozen=True)
-class Config(with_defaults(LMTrainConfig, eval_prompts=512), LMGRPOConfig,
-             LMArchitectureConfig):
+class Config(_Defaults, LMGRPOConfig, LMArchitectureConfig):
     """The study's knobs (``rljax run lm-grpo --set name=value``): the trainer's shared
-    :class:`~rljax.training.lm.LMTrainConfig` (with 512 evaluation prompts), GRPO's
-    :class:`~rljax.training.lm_config.LMGRPOConfig` (the grpo and format-only arms; the
-    PPO arm runs :class:`~rljax.training.lm_config.LMPPOConfig`'s defaults), the policy
-    (:class:`~rljax.training.lm_config.LMArchitectureConfig`), the arithmetic levels and
-    the run's shape. The format-only arm sets ``reward_accuracy = 0, reward_format = 1``.
+    :class:`~rljax.training.lm.LMTrainConfig` (with
+    :data:`~rljax.training.lm.EQUATION_RECIPE`'s defaults, shared with ``lm-variants``),
+    GRPO's :class:`~rljax.training.lm_config.LMGRPOConfig` (the DAPO arms add
+    ``dynamic_sampling`` and ``oversample = refill_oversample``), the policy
+    (:class:`~rljax.training.lm_config.LMArchitectureConfig`) and the study's own fields.
     """
 
-    seeds: int = param(16, "seeds per arm (ids 0 .. seeds - 1)", sweep=False, low=2)
-    block_size: int = param(16, "seeds per compiled block", sweep=False, low=1)
+    seeds: int = param(8, "seeds per arm (ids 0 .. seeds - 1)", sweep=False, low=2)
+    block_size: int = param(8, "seeds per compiled block", sweep=False, low=1)
     base_seed: int = param(0, "the sweeps' base seed", sweep=False, low=0, high=2**31 - 1)
-    levels: str = param("0,1", "comma-separated arithmetic levels to draw prompts from "
-                        "(rljax.envs.arithmetic; prompts of 8 columns)")
-    run_format_only: bool = param(True, "also run GRPO on the format reward alone",
-                                  sweep=False)
-    run_ppo: bool = param(True, "also run PPO on the same completions per step", sweep=False)
+    levels: str = param("4", "comma-separated arithmetic levels (one with a held-out split)")
+    prompt_length: int = param(EQUATION_PROMPT_LENGTH, "the task's prompt columns (with BOS)",
+                               low=1)
+    arms: str = param(",".join(ARMS), "comma-separated arms (ARMS), including grpo",
+                      sweep=False)
+    sft_steps_per_rl_step: int = param(4, "the SFT arms' supervised steps per GRPO step "
+                                       "(about equal wall time)", sweep=False, low=1)
+    limited_labels: int = param(512, "labelled problems per seed in the limited-label arms",
+                                sweep=False, low=1)
+    refill_oversample: int = param(2, "the DAPO arms' over-sampling factor", sweep=False,
+                                   low=2)
+    pass_samples: int = param(16, "samples per held-out prompt for sampled accuracy and "
+                              "pass@k", sweep=False, low=1)
+    signal_prompts: int = param(256, "fixed training prompts of the signal analysis",
+                                sweep=False, low=1)
+    signal_samples: int = param(32, "samples per pass of the signal analysis", sweep=False,
+                                low=2)
+    search_prompts: int = param(256, "held-out prompts searched after GRPO", sweep=False,
+                                low=1)
+    search_beam_width: int = param(4, "beam search's W (majority@N has N = W E)",
+                                   sweep=False, low=1)
+    search_expansions: int = param(4, "beam search's E continuations per beam per step",
+                                   sweep=False, low=1)
     measure_memory: bool = param(True, "XLA's memory analysis of a GRPO and a PPO step",
                                  sweep=False)
     bootstrap_reps: int = param(2000, "bootstrap resamples of the intervals", sweep=False,
                                 low=1)
+    quick: bool = param(False, "a one-minute smoke run (QUICK's sizes replace the others)",
+                        sweep=False)
 
-    def level_tuple(self) -> tuple[int, ...]:
-        """The levels as ints (``"0,1"`` -> ``(0, 1)``)."""
-        return parse_levels(self.levels)
+    def resolved(self) -> Config:
+        """The config that runs: with ``quick``, :data:`QUICK`'s sizes."""
+        return dataclasses.replace(self, **QUICK, quick=False) if self.quick else self
+
+    def arm_tuple(self) -> tuple[str, ...]:
+        """The arms to run, in :data:`ARMS` order."""
+        return tuple(a for a in ARMS if a in {s.strip() for s in self.arms.split(",")})
 
     def task(self) -> ArithmeticTask:
-        """The arithmetic task of every arm (its levels; 8 prompt columns, solutions of
-        ``max_new_tokens``)."""
-        return arithmetic_task(self, self.level_tuple())
+        """The arithmetic task of every arm."""
+        return arithmetic_task(self, parse_levels(self.levels), prompt_length=self.prompt_length)
 
-    def trainer_args(self, run: str = "grpo") -> TrainerArgs:
-        """``make_lm_trainer``'s arguments for arm ``run``: the shared config (format-only:
-        ``reward_accuracy = 0, reward_format = 1``), GRPO's config (PPO's defaults for
-        ``"ppo"``), the decoder config (``None``: TinyLM) and the task."""
+    def trainer_args(self, arm: str = "grpo") -> tuple[LMTrainConfig, Any, Any, ArithmeticTask]:
+        """``make_lm_trainer``'s ``(config, algorithm, decoder, task)`` for ``arm``."""
         config = config_from(LMTrainConfig, self)
-        if run == "format_only":
-            config = dataclasses.replace(config, reward_accuracy=0.0, reward_format=1.0)
-        algorithm = LMPPOConfig() if run == "ppo" else config_from(LMGRPOConfig, self)
-        return config, algorithm, self.decoder(), self.task()
+        grpo = config_from(LMGRPOConfig, self)
+        if arm in ("grpo_bank", "sft_bank"):
+            config = dataclasses.replace(config, label_bank=self.limited_labels)
+        if arm in ("sft", "sft_bank"):
+            r = self.sft_steps_per_rl_step
+            config = dataclasses.replace(config, rl_steps=r * self.rl_steps,
+                                         steps_per_chunk=r * self.steps_per_chunk)
+            return config, LMSFTConfig(), self.decoder(), self.task()
+        if arm.startswith("dapo"):
+            # the refill draws its own prompts: no curriculum (which draws exactly P)
+            grpo = dataclasses.replace(grpo, dynamic_sampling=True, curriculum="none",
+                                       oversample=self.refill_oversample)
+            if arm == "dapo_rollouts":
+                m = self.refill_oversample
+                config = dataclasses.replace(config, rl_steps=self.rl_steps // m,
+                                             steps_per_chunk=self.steps_per_chunk // m)
+        return config, grpo, self.decoder(), self.task()
+
+    def trainer(self, arm: str = "grpo", warm_start: WarmStart | None = None) -> LMTrainer:
+        """The arm's trainer (``warm_start``: the cached per-seed warm start)."""
+        return make_lm_trainer(*self.trainer_args(arm), warm_start)
 
     def validate(self) -> None:
-        """One-line :class:`ConfigError` naming the first invalid field: each against its
-        declaration, then every arm's trainer values, then the checkpoint (read now)."""
+        """One-line :class:`ConfigError` naming the first invalid field."""
         check_fields(self)
-        if not self.level_tuple():
-            raise ConfigError(f"levels: must name at least one level, got {self.levels!r}")
+        cfg = self.resolved()
+        arms = {s.strip() for s in cfg.arms.split(",")}
+        if "grpo" not in arms or not arms <= set(ARMS):
+            raise ConfigError(f"arms: a comma-separated subset of {', '.join(ARMS)} with "
+                              f"grpo, got {cfg.arms!r}")
+        levels = parse_levels(cfg.levels)
+        if not levels:
+            raise ConfigError(f"levels: must name at least one level, got {cfg.levels!r}")
+        if cfg.rl_steps % cfg.refill_oversample or cfg.steps_per_chunk % cfg.refill_oversample:
+            raise ConfigError(f"refill_oversample: must divide rl_steps={cfg.rl_steps} and "
+                              f"steps_per_chunk={cfg.steps_per_chunk} (the equal-rollout "
+                              f"arm), got {cfg.refill_oversample}")
         try:
-            for run in self.runs():
-                check_lm_trainer(*self.trainer_args(run))
+            for arm in cfg.arm_tuple():
+                check_lm_trainer(*cfg.trainer_args(arm))
         except ValueError as err:
             message = str(err)
             name = message.split(":", 1)[0]
-            if name == "solution_length":  # the task's solution columns: max_new_tokens
-                message = "max_new_tokens" + message[len(name):]
-            elif name not in {f.name for f in dataclasses.fields(self)}:
-                # a fixed task setting (prompt_length) the levels outgrow
-                message = (f"levels: must fit this study's fixed LM settings ({message}), "
-                           f"got {self.levels!r}")
+            if name not in {f.name for f in dataclasses.fields(self)}:
+                message = f"levels: must fit prompt_length and max_new_tokens ({message})"
             raise ConfigError(message) from None
-        if self.checkpoint:  # read it now: a mismatch is a one-line error, nothing written
+        if not cfg.task().held_out_levels:
+            raise ConfigError(f"levels: need a level with a held-out split (1, 2 or 4), got "
+                              f"{cfg.levels!r}")
+        if cfg.checkpoint:  # read it now: a mismatch is a one-line error, nothing written
             try:
-                make_lm_trainer(*self.trainer_args())
+                make_lm_trainer(*cfg.trainer_args())
             except ValueError as err:
                 raise ConfigError(str(err).splitlines()[0]) from None
             except OSError as err:  # a missing directory or file
                 raise ConfigError(f"checkpoint: {err}".splitlines()[0]) from None
 
-    def runs(self) -> tuple[str, ...]:
-        """The arms this config runs, in order."""
-        return tuple(r for r in RUNS if r == "grpo" or (r == "format_only" and self.run_format_only)
-                     or (r == "ppo" and self.run_ppo))
 
+# -- training -------------------------------------------------------------------------
 
-def train_run(config: Config, run: str, options: Any = None) -> dict[str, Any]:
-    """One arm over all seeds: ``{"logs": {...[S, C, K]}, "final": {...[S]}, timing}``."""
-    trainer = make_lm_trainer(*config.trainer_args(run))
-    sweep = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
+def train_arm(config: Config, arm: str, warm_start: WarmStart, options: Any) -> dict[str, Any]:
+    """One arm over all seeds: logs ``[S, C, K]``, finals ``[S, ...]`` with the final
+    policy params, and its wall time."""
+    trainer = config.trainer(arm, warm_start)
+
+    def finish(state):
+        return {**trainer.finish(state), "params": trainer.policy_params(state.params)}
+
+    sweep = ChunkedSweep(trainer.init, trainer.advance, finish,
                          num_chunks=trainer.config.num_chunks, base_seed=config.base_seed,
                          block_size=config.block_size)
-    result = sweep.run(config.seeds, desc=f"{NAME}:{run}", options=options)
+    result = sweep.run(config.seeds, desc=f"{NAME}:{arm}", options=options)
     return {"logs": result.outputs["logs"], "final": result.outputs["final"],
-            "first_chunk_seconds": result.compile_seconds, "run_seconds": result.run_seconds}
+            "seconds": result.compile_seconds + result.run_seconds,
+            "compile_seconds": result.compile_seconds, "trainer": trainer}
 
 
-@dataclass(frozen=True)
-class EvalSet:
-    """What the evaluation prompts are (one fixed draw, the same for every seed and arm).
-
-    Attributes:
-      levels: int ``[P]`` each prompt's level.
-      held_out: bool ``[P]`` the prompt is on the eval side of a split level.
-      held_out_levels, training_only_levels: the study's levels that are / are not split.
-      eval_split_sizes: ``{level: distinct problems on its eval side}`` (split levels).
-    """
-
-    levels: np.ndarray
-    held_out: np.ndarray
-    held_out_levels: tuple[int, ...]
-    training_only_levels: tuple[int, ...]
-    eval_split_sizes: dict[int, int]
+def sequence_passes(trainer: LMTrainer) -> int:
+    """Model calls of one step, counted as sequence passes: a sampled completion 1, a
+    forward 1, a forward and backward 3 (GRPO: ``m P G`` sampled, ``P G`` scored for
+    pi_old, ``mu P G`` trained; SFT: ``sft_batch`` trained)."""
+    cfg = trainer.config
+    if trainer.is_sft:
+        return 3 * cfg.sft_batch
+    pg = cfg.prompts_per_step * cfg.group_size
+    return trainer.algorithm.oversample * pg + pg + 3 * cfg.mu * pg
 
 
-def eval_set(config: Config) -> EvalSet:
-    """The evaluation set of ``config`` (the grpo arm's; every arm shares it)."""
-    trainer = make_lm_trainer(*config.trainer_args())
-    problems = jax.device_get(trainer.eval_problems())
-    task = trainer.task
-    return EvalSet(levels=np.asarray(problems.level),
-                   held_out=np.asarray(trainer.eval_held_out()),
-                   held_out_levels=task.held_out_levels,
-                   training_only_levels=task.training_only_levels,
-                   eval_split_sizes={lv: task.split_size(lv, "eval")
-                                     for lv in task.held_out_levels})
+def equal_pass_reading(arm: dict[str, Any], passes: int, key: Any, reps: int) -> dict:
+    """The SFT arm's held-out greedy accuracy at the chunk end whose sequence passes are
+    closest to ``passes`` (GRPO's total): ``{"steps", "passes", "accuracy", "ci"}`` with a
+    seeds-only interval (chunk-end evaluations keep per-seed means, not per-prompt
+    correctness)."""
+    trainer = arm["trainer"]
+    per_step = sequence_passes(trainer)
+    k = trainer.config.steps_per_chunk
+    curve = np.asarray(arm["logs"]["eval_held_out_accuracy"], np.float64)  # [S, C]
+    ends = per_step * k * (np.arange(curve.shape[1]) + 1)
+    chunk = int(np.argmin(np.abs(ends - passes)))
+    iv = reported_interval("mean", curve[:, chunk], key=key, reps=reps)
+    return {"steps": int(k * (chunk + 1)), "passes": int(ends[chunk]),
+            "accuracy": float(iv.point), "ci": [float(iv.low), float(iv.high)],
+            "note": iv.note}
 
+
+# -- measurements after training ------------------------------------------------------
+
+def seeds_map(fn, *stacked):
+    """``fn`` of one seed's arrays, jitted and vmapped over the leading seed axis."""
+    return jax.device_get(jax.jit(jax.vmap(fn))(*stacked))
+
+
+def bin_index(p: np.ndarray) -> np.ndarray:
+    """Each pass rate's :data:`BINS` index."""
+    return np.where(p <= 0, 0, np.where(p >= 1, len(BINS) - 1,
+                                        np.minimum(np.ceil(p * 4), 4))).astype(int)
+
+
+def signal_analysis(config: Config, trainer: LMTrainer, start: Any, end: Any) -> dict:
+    """Where the signal is (module docstring), per seed, on fixed training prompts."""
+    problems = trainer.task.sample(jax.random.key(config.eval_seed + 1), config.signal_prompts)
+    n, g = config.signal_samples, config.group_size
+
+    def passes(start_params, end_params, key):
+        ka, kb, kc, kd = jax.random.split(key, 4)
+        return {"a": trainer.sampled_correct(start_params, problems, ka, n),
+                "group": trainer.sampled_correct(start_params, problems, kb, g),
+                "start": trainer.sampled_correct(start_params, problems, kd, n),
+                "end": trainer.sampled_correct(end_params, problems, kc, n)}
+
+    keys = jax.random.split(jax.random.key(config.base_seed + 101), config.seeds)
+    out = seeds_map(passes, start, end, keys)
+    c = out["a"].sum(-1).astype(int)  # [S, P]: the pass that bins
+    bins = bin_index(c / n)
+    group = out["group"]
+    zero = (group.max(-1) == group.min(-1)).astype(float)
+    # predicted from another pass than the binning one: within a bin chosen on pass A,
+    # A's own estimate is biased (its p = 0 bin would predict exactly 1)
+    predicted = np.asarray(zero_signal_probability(n, out["start"].sum(-1).astype(int), g))
+    delta = out["end"].mean(-1) - out["start"].mean(-1)
+    c_end = out["end"].sum(-1).astype(int)
+    rows = []
+    for b, (lo, hi) in enumerate(BINS):
+        inside = bins == b
+        per_seed = [delta[s][inside[s]].mean() for s in range(config.seeds) if inside[s].any()]
+        rows.append({"bin": [lo, hi], "share_of_prompts": float(inside.mean()),
+                     "zero_signal_observed": _masked_mean(zero, inside),
+                     "zero_signal_predicted": _masked_mean(predicted, inside),
+                     "delta_p": float(np.mean(per_seed)) if per_seed else None,
+                     "delta_p_seeds": len(per_seed)})
+    return {"by_bin": rows,
+            "zero_signal_observed_start": float(zero.mean()),
+            "zero_signal_predicted_start": float(predicted.mean()),
+            "zero_signal_predicted_end": float(np.mean(zero_signal_probability(n, c_end, g))),
+            "pass_rate_start": float(out["start"].mean()),
+            "pass_rate_end": float(out["end"].mean())}
+
+
+def _masked_mean(values: np.ndarray, mask: np.ndarray) -> float | None:
+    return float(values[mask].mean()) if mask.any() else None
+
+
+def search_analysis(config: Config, trainer: LMTrainer, params: Any) -> dict:
+    """Majority@N and PRM beam search on the GRPO model, per seed, ``[S, search_prompts]``."""
+    problems = jax.tree_util.tree_map(lambda x: x[:config.search_prompts],
+                                      trainer.eval_problems())
+    w, e = config.search_beam_width, config.search_expansions
+    max_steps = 3  # the level's solutions have 2 steps; one spare
+
+    def search(policy_params, key):
+        vote_key, beam_key = jax.random.split(key)
+        vote = sample_and_vote(trainer.policy, policy_params, trainer.task, problems,
+                               vote_key, num_samples=w * e,
+                               max_new_tokens=trainer.config.max_new_tokens)
+        beam = prm_beam_search(trainer.policy, policy_params, trainer.task, problems,
+                               beam_key, beam_width=w, expansions=e,
+                               max_new_tokens=trainer.config.max_new_tokens,
+                               max_steps=max_steps)
+        return {"majority": vote["majority"], "pass_at_1": vote["pass_at_1"],
+                "oracle": vote["best_of_n_oracle"], "beam": beam["correct"],
+                "beam_samples": beam["samples"], "beam_model_calls": beam["model_calls"]}
+
+    keys = jax.random.split(jax.random.key(config.base_seed + 202), config.seeds)
+    return seeds_map(search, params, keys)
+
+
+# -- the run --------------------------------------------------------------------------
 
 def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     """Run the study; writes results.parquet, summary.json, report.md and figures."""
-    start = time.perf_counter()
-    arms = {name: train_run(config, name, options) for name in config.runs()}
-    memory = {name: (training_step_memory(make_lm_trainer(*config.trainer_args(name)))
-                     if config.measure_memory else None) for name in ("grpo", "ppo")}
-    keys = iter(jax.random.split(jax.random.key(config.base_seed + 7), 32))
-    evals = eval_set(config)
-    # Headline columns: the held-out prompts (all prompts, flagged, if no level is split).
-    any_held_out = bool(evals.held_out.any())
-    headline = evals.held_out if any_held_out else np.ones_like(evals.held_out)
-    training = ~evals.held_out
+    start_time = time.perf_counter()
+    config = config.resolved()
+    out_dir = Path(out_dir)
+    cache = out_dir / "warm_start"
+    warm: dict[str, WarmStart] = {}
+    warm_seconds: dict[str, float] = {}
+    arms: dict[str, dict[str, Any]] = {}
+    for arm in config.arm_tuple():
+        kind = "bank" if arm.endswith("bank") else "full"
+        if kind not in warm:
+            t0 = time.perf_counter()
+            warm[kind] = cached_warm_start(config.trainer(arm), cache, num_seeds=config.seeds,
+                                           base_seed=config.base_seed,
+                                           block_size=config.block_size, options=options)
+            warm_seconds[kind] = time.perf_counter() - t0
+        arms[arm] = train_arm(config, arm, warm[kind], options)
+    grpo = arms["grpo"]
+    trainer = grpo["trainer"]
+    start_params = jax.tree_util.tree_map(lambda x: x[:config.seeds], warm["full"].params)
+    end_params = grpo["final"]["params"]
+    keys = iter(jax.random.split(jax.random.key(config.base_seed + 7), 64))
     notes: dict[str, str] = {}
+    held_out = np.asarray(trainer.eval_held_out())
 
-    def ci(matrix, columns, name):
-        """Two-way interval of the mean of ``matrix [S, P]`` over ``columns``."""
-        iv = reported_interval(
-            "two_way_mean", np.asarray(matrix, np.float64)[:, columns], key=next(keys),
-            reps=config.bootstrap_reps)
+    def ci(matrix, name, columns=held_out):
+        iv = reported_interval("two_way_mean", np.asarray(matrix, np.float64)[:, columns],
+                               key=next(keys), reps=config.bootstrap_reps)
         notes[name] = iv.note
         return float(iv.point), [float(iv.low), float(iv.high)]
 
-    grpo = arms["grpo"]
-    start_correct = np.asarray(grpo["final"]["start_correct"])
-    final_correct = np.asarray(grpo["final"]["eval_correct"])
-    start_point, start_ci = ci(start_correct, headline, "accuracy_start")
-    acc_point, acc_ci = ci(final_correct, headline, "accuracy_grpo")
-    gain, gain_ci = ci(final_correct - start_correct, headline, "accuracy_gain")
-    logs = grpo["logs"]
-    summary: dict[str, Any] = {
-        "experiment": NAME,
-        "seeds": config.seeds,
-        "accuracy_is_held_out": any_held_out,
-        "accuracy_start": start_point,
-        "accuracy_start_ci": start_ci,
-        "accuracy_grpo": acc_point,
-        "accuracy_grpo_ci": acc_ci,
-        "accuracy_gain": gain,
-        "accuracy_gain_ci": gain_ci,
-        "eval_set": {
-            "eval_seed": config.eval_seed,
-            "prompts": int(evals.levels.shape[0]),
-            "held_out_prompts": int(evals.held_out.sum()),
-            "training_prompts": int(training.sum()),
-            "held_out_levels": list(evals.held_out_levels),
-            "training_only_levels": list(evals.training_only_levels),
-            "eval_split_sizes": {str(k): v for k, v in evals.eval_split_sizes.items()},
-        },
-        "accuracy_by_level": {
-            str(level): {"held_out": bool(evals.held_out[evals.levels == level].any()),
-                         "prompts": int((evals.levels == level).sum()),
-                         "start": float(start_correct[:, evals.levels == level].mean()),
-                         "grpo": float(final_correct[:, evals.levels == level].mean())}
-            for level in sorted(set(evals.levels.tolist()))},
-        "format_rate": float(np.mean(grpo["final"]["eval_format"])),
-        "format_rate_start": float(np.mean(grpo["final"]["start_format"])),
-        "zero_signal_fraction": float(np.mean(logs["zero_signal_fraction"])),
-        "zero_signal_fraction_first_chunk": float(np.mean(logs["zero_signal_fraction"][:, 0])),
-        "zero_signal_fraction_last_chunk": float(np.mean(logs["zero_signal_fraction"][:, -1])),
-        "length_first_chunk": float(np.mean(logs["length"][:, 0])),
-        "length_last_chunk": float(np.mean(logs["length"][:, -1])),
-        "nan_rewards": int(np.sum(logs["nan_rewards"])),
-        "grpo_step_bytes": memory["grpo"] and memory["grpo"]["total_bytes"],
-        "ppo_step_bytes": memory["ppo"] and memory["ppo"]["total_bytes"],
-        "memory_ratio": (memory["grpo"]["total_bytes"] / memory["ppo"]["total_bytes"]
-                         if config.measure_memory else None),
-        "memory": memory,
-        "train_seconds": {name: arm["first_chunk_seconds"] + arm["run_seconds"]
-                          for name, arm in arms.items()},
-    }
-    if any_held_out and training.any():
-        # Prompts of levels too small to split: training problems, training accuracy.
-        for name, matrix in (("start", start_correct), ("grpo", final_correct),
-                             ("gain", final_correct - start_correct)):
-            point, interval = ci(matrix, training, f"training_accuracy_{name}")
-            summary[f"training_accuracy_{name}"] = point
-            summary[f"training_accuracy_{name}_ci"] = interval
-    if "format_only" in arms:
-        fo = arms["format_only"]["final"]
-        fo_start, fo_end = np.asarray(fo["start_correct"]), np.asarray(fo["eval_correct"])
-        point, interval = ci(fo_end - fo_start, headline, "format_only_accuracy_gain")
-        summary["format_only_accuracy"] = float(fo_end[:, headline].mean())
-        summary["format_only_accuracy_gain"] = point
-        summary["format_only_accuracy_gain_ci"] = interval
-        summary["format_only_format_rate"] = float(np.mean(fo["eval_format"]))
-    if "ppo" in arms:
-        pf = arms["ppo"]["final"]
-        pf_start, pf_end = np.asarray(pf["start_correct"]), np.asarray(pf["eval_correct"])
-        summary["accuracy_ppo"], summary["accuracy_ppo_ci"] = ci(pf_end, headline,
-                                                                 "accuracy_ppo")
-        summary["accuracy_ppo_gain"], summary["accuracy_ppo_gain_ci"] = ci(
-            pf_end - pf_start, headline, "accuracy_ppo_gain")
+    def greedy(arm, which="eval_correct"):
+        return np.asarray(arms[arm]["final"][which], np.float64)
+
+    summary: dict[str, Any] = {"experiment": NAME, "seeds": config.seeds,
+                               "eval_prompts": config.eval_prompts,
+                               "held_out_prompts": int(held_out.sum())}
+    g0, g1 = greedy("grpo", "start_correct"), greedy("grpo")
+    summary["heldout_greedy_start"], summary["heldout_greedy_start_ci"] = ci(g0, "start")
+    summary["heldout_greedy_grpo"], summary["heldout_greedy_grpo_ci"] = ci(g1, "grpo")
+    summary["heldout_gain"], summary["heldout_gain_ci"] = ci(g1 - g0, "gain")
+
+    # sampled accuracy and pass@k on the held-out set, before and after GRPO
+    problems = trainer.eval_problems()
+    n = config.pass_samples
+    sample_keys = jax.random.split(jax.random.key(config.base_seed + 303), config.seeds)
+    sampled = {name: seeds_map(lambda p, k: trainer.sampled_correct(p, problems, k, n),
+                               params, sample_keys)
+               for name, params in (("start", start_params), ("grpo", end_params))}
+    curves = {name: pass_at_k_curve(s[:, held_out]) for name, s in sampled.items()}
+    for name in ("start", "grpo"):
+        summary[f"pass_at_k_{name}"] = curves[name].mean(axis=(0, 1)).tolist()
+        point, interval = ci(sampled[name].mean(-1), f"sampled_{name}")
+        summary[f"heldout_sampled_{name}"], summary[f"heldout_sampled_{name}_ci"] = (
+            point, interval)
+    all_columns = np.ones(int(held_out.sum()), bool)
+    summary["sampled_gain"], summary["sampled_gain_ci"] = ci(
+        sampled["grpo"].mean(-1)[:, held_out] - sampled["start"].mean(-1)[:, held_out],
+        "sampled_gain", all_columns)
+    summary["pass_at_max_k_change"], summary["pass_at_max_k_change_ci"] = ci(
+        curves["grpo"][..., -1] - curves["start"][..., -1], "pass_at_max_k_change",
+        all_columns)
+
+    # the other arms, paired with GRPO (same seeds, same prompts)
+    if "sft" in arms:
+        s1 = greedy("sft")
+        summary["sft_control_heldout"], summary["sft_control_heldout_ci"] = ci(s1, "sft")
+        summary["sft_control_minus_grpo"], summary["sft_control_minus_grpo_ci"] = ci(
+            s1 - g1, "sft_minus_grpo")
+        summary["sft_control_at_equal_passes"] = equal_pass_reading(
+            arms["sft"], sequence_passes(trainer) * trainer.config.rl_steps, next(keys),
+            config.bootstrap_reps)
+    if "grpo_bank" in arms and "sft_bank" in arms:
+        b0 = greedy("grpo_bank", "start_correct")
+        bg, bs = greedy("grpo_bank"), greedy("sft_bank")
+        summary["limited_label_start"], summary["limited_label_start_ci"] = ci(b0, "bank_start")
+        summary["limited_label_gain_grpo"], summary["limited_label_gain_grpo_ci"] = ci(
+            bg - b0, "bank_gain_grpo")
+        summary["limited_label_gain_sft"], summary["limited_label_gain_sft_ci"] = ci(
+            bs - b0, "bank_gain_sft")
+        summary["limited_label_grpo_minus_sft"], summary["limited_label_grpo_minus_sft_ci"] = (
+            ci(bg - bs, "bank_grpo_minus_sft"))
+    for arm in ("dapo_updates", "dapo_rollouts"):
+        if arm in arms:
+            d = greedy(arm)
+            summary[f"{arm}_gain"], summary[f"{arm}_gain_ci"] = ci(d - g0, f"{arm}_gain")
+            summary[f"{arm}_minus_grpo"], summary[f"{arm}_minus_grpo_ci"] = ci(
+                d - g1, f"{arm}_minus_grpo")
+            summary[f"{arm}_kept_group_fraction"] = float(
+                np.mean(arms[arm]["logs"]["kept_group_fraction"]))
+
+    # compute: wall time, rollouts and model calls per arm
+    summary["arms"] = {
+        name: {"seconds": arm["seconds"], "compile_seconds": arm["compile_seconds"],
+               "steps": arm["trainer"].config.rl_steps,
+               "rollouts_per_seed": int(np.sum(arm["logs"]["rollouts"]) // config.seeds),
+               "sequence_passes_per_seed": sequence_passes(arm["trainer"])
+               * arm["trainer"].config.rl_steps,
+               "heldout_greedy": float(greedy(name)[:, held_out].mean())}
+        for name, arm in arms.items()}
+    summary["warm_start_seconds"] = warm_seconds
+    summary["warm_start_files"] = {k: w.path.name for k, w in warm.items()}
+
+    # where the signal is, and the per-chunk zero-signal share GRPO logged
+    summary["signal"] = signal_analysis(config, trainer, start_params, end_params)
+    summary["signal_fraction_by_bin"] = summary["signal"]["by_bin"]
+    zero_logged = np.asarray(grpo["logs"]["zero_signal_fraction"]).mean(axis=(0, 2))
+    summary["zero_signal_logged_by_chunk"] = zero_logged.tolist()
+
+    # test-time search after GRPO (equal samples N = W E)
+    search = search_analysis(config, trainer, end_params)
+    for name in ("majority", "beam", "pass_at_1", "oracle"):
+        search[name] = np.asarray(search[name], np.float64)
+    columns = np.ones(config.search_prompts, bool)
+    summary["search_samples"] = config.search_beam_width * config.search_expansions
+    summary["search_pass_at_1"], summary["search_pass_at_1_ci"] = ci(
+        search["pass_at_1"], "search_pass_at_1", columns)
+    summary["search_majority_at_n"], summary["search_majority_at_n_ci"] = ci(
+        search["majority"], "search_majority", columns)
+    summary["search_prm_beam"], summary["search_prm_beam_ci"] = ci(
+        search["beam"], "search_beam", columns)
+    summary["search_oracle_best_of_n"] = float(search["oracle"].mean())
+    summary["search_greedy"] = float(g1[:, :config.search_prompts].mean())
+    summary["search_majority_minus_pass_at_1"], summary[
+        "search_majority_minus_pass_at_1_ci"] = ci(
+        search["majority"] - search["pass_at_1"], "search_majority_gain", columns)
+    summary["search_beam_minus_majority"], summary["search_beam_minus_majority_ci"] = ci(
+        search["beam"] - search["majority"], "search_beam_vs_majority", columns)
+    summary["search_beam_samples"] = int(np.max(search["beam_samples"]))
+    summary["search_beam_model_calls"] = int(np.max(search["beam_model_calls"]))
+
+    memory = {name: (training_step_memory(make_lm_trainer(
+        config_from(LMTrainConfig, config), algo, config.decoder(), config.task()))
+        if config.measure_memory else None)
+        for name, algo in (("grpo", config_from(LMGRPOConfig, config)),
+                           ("ppo", LMPPOConfig()))}
+    summary["memory"] = memory
+    summary["memory_ratio"] = (memory["grpo"]["total_bytes"] / memory["ppo"]["total_bytes"]
+                               if config.measure_memory else None)
+    summary["nan_rewards"] = int(sum(np.sum(a["logs"].get("nan_rewards", 0))
+                                     for a in arms.values()))
     summary["interval_notes"] = notes
-    summary["wall_seconds"] = time.perf_counter() - start
+    summary["wall_seconds"] = time.perf_counter() - start_time
 
     io.write_parquet(out_dir / "results.parquet", _table(arms, config))
     io.write_json(out_dir / "summary.json", summary)
-    _plots(arms, config, out_dir, headline)
+    _plots(arms, config, out_dir, held_out, curves)
     io.atomic_write_text(out_dir / "report.md", report_markdown(summary, config))
     return summary
 
 
 def _table(arms: dict[str, Any], config: Config) -> pd.DataFrame:
-    """One row per (arm, seed, RL step): training metrics and the chunk-end evaluation."""
+    """One row per (arm, seed, step): the step's metrics and the chunk-end evaluation."""
     frames = []
-    k = config.steps_per_chunk
     for name, arm in arms.items():
-        logs = arm["logs"]
+        logs = {k: np.asarray(v) for k, v in arm["logs"].items()}
         s, c = logs["eval_accuracy"].shape
-        step = np.arange(c * k)
+        k = arm["trainer"].config.steps_per_chunk
         frame = {"arm": np.repeat(name, s * c * k), "seed": np.repeat(np.arange(s), c * k),
-                 "step": np.tile(step + 1, s)}
+                 "step": np.tile(np.arange(c * k) + 1, s)}
         for metric, values in logs.items():
-            values = np.asarray(values)
             if values.ndim == 3:
-                frame[metric] = values.reshape(-1)
-            else:  # chunk-end values, on the chunk's last step only
+                frame[metric] = values.reshape(-1).astype(np.float64)
+            else:
                 full = np.full((s, c, k), np.nan)
                 full[:, :, -1] = values
                 frame[metric] = full.reshape(-1)
@@ -318,144 +527,178 @@ def _table(arms: dict[str, Any], config: Config) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _plots(arms: dict[str, Any], config: Config, out_dir: Path, headline: np.ndarray
-           ) -> None:
+def _plots(arms, config, out_dir, held_out, curves) -> None:
     key = jax.random.key(config.base_seed + 11)
-    k = config.steps_per_chunk
-    curves = {}
+    bands = {}
     for name, arm in arms.items():
-        start = np.asarray(arm["final"]["start_correct"])[:, headline].mean(axis=1)
-        scores = np.concatenate([start[:, None], arm["logs"]["eval_held_out_accuracy"]],
+        start = np.asarray(arm["final"]["start_correct"])[:, held_out].mean(axis=1)
+        scores = np.concatenate([start[:, None], np.asarray(arm["logs"]["eval_held_out_accuracy"])],
                                 axis=1)
-        curves[name] = scores[:, None, :]
-    steps = np.arange(next(iter(curves.values())).shape[-1]) * k
-    bands = stats.sample_efficiency_curves(curves, "mean", key=key, reps=config.bootstrap_reps)
+        bands[name] = scores[:, None, :]
+    # x axis: the fraction of the arm's run (arms differ in steps)
+    chunks = next(iter(bands.values())).shape[-1]
+    x = np.linspace(0, 1, chunks)
     io.write_figure(out_dir / "accuracy.png", plot_sample_efficiency(
-        steps, bands, xlabel="RL step",
-        ylabel="held-out greedy accuracy (mean, 95% CI over seeds)",
-        title="lm-grpo: accuracy over training"))
-    lengths = {name: arm["logs"]["length"].mean(axis=2)[:, None, :] for name, arm in arms.items()}
-    chunk_steps = (np.arange(next(iter(lengths.values())).shape[-1]) + 1) * k
-    bands = stats.sample_efficiency_curves(lengths, "mean", key=key, reps=config.bootstrap_reps)
-    io.write_figure(out_dir / "completion_length.png", plot_sample_efficiency(
-        chunk_steps, bands, xlabel="RL step", ylabel="mean completion tokens (with EOS)",
-        title="lm-grpo: completion length over training"))
-    zero = {name: arm["logs"]["zero_signal_fraction"].mean(axis=2)[:, None, :]
-            for name, arm in arms.items() if name != "ppo"}
-    bands = stats.sample_efficiency_curves(zero, "mean", key=key, reps=config.bootstrap_reps)
-    io.write_figure(out_dir / "zero_signal.png", plot_sample_efficiency(
-        chunk_steps, bands, xlabel="RL step", ylabel="fraction of groups with no signal",
-        title="lm-grpo: zero-signal groups"))
+        x, stats.sample_efficiency_curves(bands, "mean", key=key, reps=config.bootstrap_reps),
+        xlabel="fraction of the arm's run", ylabel="held-out greedy accuracy (95% CI, seeds)",
+        title="lm-grpo: held-out accuracy per arm"))
+    ks = np.arange(1, config.pass_samples + 1)
+    pass_bands = {name: c.mean(axis=1)[:, None, :] for name, c in curves.items()}
+    io.write_figure(out_dir / "pass_at_k.png", plot_sample_efficiency(
+        ks, stats.sample_efficiency_curves(pass_bands, "mean", key=key,
+                                           reps=config.bootstrap_reps),
+        xlabel="k", ylabel="held-out pass@k (95% CI, seeds)",
+        title="lm-grpo: pass@k before and after GRPO"))
 
 
-def _interval(summary: dict[str, Any], name: str) -> str:
+# -- the report -----------------------------------------------------------------------
+
+def _iv(summary: dict[str, Any], name: str) -> str:
     low, high = summary[f"{name}_ci"]
-    return f"{format_number(summary[name])} [{format_number(low)}, {format_number(high)}]"
+    return f"{summary[name]:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def _level(summary: dict[str, Any], name: str) -> str:
+    low, high = summary[f"{name}_ci"]
+    return f"{summary[name]:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _excludes_zero(summary: dict[str, Any], name: str) -> str:
+    low, high = summary[f"{name}_ci"]
+    return ("excludes 0" if low > 0 or high < 0 else "does NOT exclude 0")
 
 
 def report_markdown(summary: dict[str, Any], config: Config) -> str:
-    """The study's report.md: figures, reading, memory table and procedure."""
-    m = summary["memory"]
-    ev = summary["eval_set"]
-    held = summary["accuracy_is_held_out"]
-    held_levels = ", ".join(str(v) for v in ev["held_out_levels"]) or "none"
-    train_levels = ", ".join(str(v) for v in ev["training_only_levels"]) or "none"
-    what = (f"held-out, levels {held_levels}" if held
-            else "TRAINING accuracy: no level here can be split")
+    """The study's report.md: figures, readings (each from the numbers) and procedure."""
+    s = summary
+    arms = s["arms"]
     figures = [
-        Figure("greedy accuracy after warm-up", summary["accuracy_start"],
-               *summary["accuracy_start_ci"], what),
-        Figure("greedy accuracy after GRPO", summary["accuracy_grpo"],
-               *summary["accuracy_grpo_ci"], f"{what}; {config.rl_steps} steps"),
-        Figure("GRPO accuracy gain", summary["accuracy_gain"], *summary["accuracy_gain_ci"],
+        Figure("held-out greedy, warm start", s["heldout_greedy_start"],
+               *s["heldout_greedy_start_ci"], f"{config.sft_steps} supervised steps"),
+        Figure("held-out greedy, after GRPO", s["heldout_greedy_grpo"],
+               *s["heldout_greedy_grpo_ci"], f"{config.rl_steps} GRPO steps"),
+        Figure("GRPO gain (greedy)", s["heldout_gain"], *s["heldout_gain_ci"],
                "paired per seed and prompt"),
+        Figure("GRPO gain (sampled, T = 1)", s["sampled_gain"], *s["sampled_gain_ci"],
+               f"mean of {config.pass_samples} draws"),
+        Figure(f"pass@{config.pass_samples} change", s["pass_at_max_k_change"],
+               *s["pass_at_max_k_change_ci"], "coverage after - before"),
     ]
-    if "training_accuracy_gain" in summary:
-        figures.append(Figure(f"training accuracy (level {train_levels}) gain",
-                              summary["training_accuracy_gain"],
-                              *summary["training_accuracy_gain_ci"],
-                              f"{format_number(summary['training_accuracy_start'])} -> "
-                              f"{format_number(summary['training_accuracy_grpo'])}; not "
-                              "held out"))
-    if "format_only_accuracy_gain" in summary:
-        figures.append(Figure("format-only reward: accuracy gain",
-                              summary["format_only_accuracy_gain"],
-                              *summary["format_only_accuracy_gain_ci"],
-                              f"format rate {format_number(summary['format_only_format_rate'])}"))
-    if "accuracy_ppo" in summary:
-        figures.append(Figure("accuracy after PPO", summary["accuracy_ppo"],
-                              *summary["accuracy_ppo_ci"], "same completions per step"))
-    excludes = summary["accuracy_gain_ci"][0] > 0
-    label = "Held-out" if held else "Training (not held-out)"
-    lines = [
-        f"# {NAME}", "", DESCRIPTION + ".", "",
-        f"{config.seeds} seeds; levels {config.levels}; warm-up {config.sft_steps} supervised "
-        f"steps; {config.rl_steps} RL steps of {config.prompts_per_step} prompts x "
-        f"{config.group_size} completions; model width {config.width}, {config.num_layers} "
-        f"layers, {config.num_heads} heads; {ev['prompts']} evaluation prompts, greedy: "
-        f"{ev['held_out_prompts']} held out (levels {held_levels}), {ev['training_prompts']} "
-        f"training problems (levels {train_levels}, too small to split).",
-        "", figures_table(figures), "",
-        "## Reading", "",
-        f"{label} accuracy moves from {format_number(summary['accuracy_start'])} to "
-        f"{format_number(summary['accuracy_grpo'])} under GRPO; the 95 % two-way interval "
-        f"of the gain {_interval(summary, 'accuracy_gain')} "
-        + ("excludes zero." if excludes else "does NOT exclude zero."),
-        "",
+    if "sft_control_heldout" in s:
+        figures.append(Figure("SFT control (labels exist)", s["sft_control_heldout"],
+                              *s["sft_control_heldout_ci"], "continued supervised training"))
+    if "limited_label_gain_grpo" in s:
+        figures += [
+            Figure("limited labels: GRPO gain", s["limited_label_gain_grpo"],
+                   *s["limited_label_gain_grpo_ci"], f"bank of {config.limited_labels}"),
+            Figure("limited labels: SFT-on-bank gain", s["limited_label_gain_sft"],
+                   *s["limited_label_gain_sft_ci"], "same bank"),
+            Figure("limited labels: GRPO - SFT", s["limited_label_grpo_minus_sft"],
+                   *s["limited_label_grpo_minus_sft_ci"], "paired")]
+    for arm, what in (("dapo_updates", "equal updates"), ("dapo_rollouts", "equal rollouts")):
+        if f"{arm}_minus_grpo" in s:
+            figures.append(Figure(f"DAPO refill - GRPO ({what})", s[f"{arm}_minus_grpo"],
+                                  *s[f"{arm}_minus_grpo_ci"], "paired"))
+    figures += [
+        Figure(f"search: majority@{s['search_samples']}", s["search_majority_at_n"],
+               *s["search_majority_at_n_ci"], "GRPO model"),
+        Figure(f"search: PRM beam ({config.search_beam_width} x "
+               f"{config.search_expansions})", s["search_prm_beam"],
+               *s["search_prm_beam_ci"], "exact step verifier"),
+        Figure("search: pass@1 (same prompts)", s["search_pass_at_1"],
+               *s["search_pass_at_1_ci"], "no search"),
     ]
-    if "training_accuracy_gain" in summary:
+    gain_reading = (f"GRPO's held-out greedy gain is {_iv(s, 'heldout_gain')}: the interval "
+                    f"{_excludes_zero(s, 'heldout_gain')}.")
+    lines = [f"# {NAME}", "", DESCRIPTION + ".", "",
+             f"{config.seeds} seeds; level(s) {config.levels}; warm start {config.sft_steps} "
+             f"supervised steps of {config.sft_batch} at a constant {config.sft_learning_rate:g}; "
+             f"{config.rl_steps} GRPO steps of {config.prompts_per_step} prompts x "
+             f"{config.group_size} completions, lr {config.learning_rate:g} with a "
+             f"{config.lr_warmup_steps}-step linear warm-up, mu {config.mu}, "
+             f"{config.aggregation}; {s['held_out_prompts']} held-out prompts, one fixed "
+             f"draw (eval_seed {config.eval_seed}) held fixed across seeds and arms.", "",
+             figures_table(figures), "", "## Readings", "", gain_reading, ""]
+    if "sft_control_heldout" in s:
+        a = arms
         lines += [
-            f"On the levels too small to split ({train_levels}) the evaluation prompts are "
-            "training problems, so their accuracy is training accuracy, not a held-out "
-            f"result: {format_number(summary['training_accuracy_start'])} -> "
-            f"{format_number(summary['training_accuracy_grpo'])}, gain "
-            f"{_interval(summary, 'training_accuracy_gain')}.", ""]
-    lines += [
-        f"Format rate {format_number(summary['format_rate_start'])} -> "
-        f"{format_number(summary['format_rate'])}; zero-signal groups "
-        f"{format_number(summary['zero_signal_fraction_first_chunk'])} in the first chunk, "
-        f"{format_number(summary['zero_signal_fraction_last_chunk'])} in the last "
-        f"(mean {format_number(summary['zero_signal_fraction'])}); mean completion length "
-        f"{format_number(summary['length_first_chunk'])} -> "
-        f"{format_number(summary['length_last_chunk'])} tokens.", "",
-    ]
-    if "format_only_accuracy_gain" in summary:
+            f"With labels, continued supervised training for {a['sft']['steps']} steps "
+            f"({a['sft']['seconds']:.0f} s for all seeds, {a['sft']['sequence_passes_per_seed']:,} "
+            f"sequence passes per seed) reaches {_level(s, 'sft_control_heldout')} against "
+            f"GRPO's {_level(s, 'heldout_greedy_grpo')} ({a['grpo']['seconds']:.0f} s, "
+            f"{a['grpo']['sequence_passes_per_seed']:,} passes): SFT - GRPO "
+            f"{_iv(s, 'sft_control_minus_grpo')}. At GRPO's number of sequence passes "
+            f"({s['sft_control_at_equal_passes']['steps']} SFT steps, "
+            f"{s['sft_control_at_equal_passes']['passes']:,} passes) it is at "
+            f"{s['sft_control_at_equal_passes']['accuracy']:.3f} "
+            f"[{s['sft_control_at_equal_passes']['ci'][0]:.3f}, "
+            f"{s['sft_control_at_equal_passes']['ci'][1]:.3f}] (seeds-only interval). This "
+            "is the ceiling when correct solutions exist, not a competitor for the regime RL "
+            "is for.", ""]
+    if "limited_label_gain_grpo" in s:
         lines += [
-            "With the format reward alone the model is paid for any well-formed integer: "
-            f"{label.lower()} accuracy changes by "
-            f"{_interval(summary, 'format_only_accuracy_gain')} while the format rate "
-            f"reaches {format_number(summary['format_only_format_rate'])}.", ""]
-    if summary["memory_ratio"] is None:
-        lines += ["Memory was not measured (measure_memory=false).", ""]
-    else:
-        lines += [
-            "## Memory of one training step (XLA memory analysis, one seed)", "",
-            "| | GRPO | PPO |", "|---|---:|---:|",
-        ]
-        for field in ("param_bytes", "reference_bytes", "optimizer_bytes", "temp_bytes",
-                      "total_bytes"):
-            lines.append(f"| {field} | {m['grpo'][field]:,} | {m['ppo'][field]:,} |")
-        lines += [
-            "", f"GRPO / PPO = {summary['memory_ratio']:.3f}: dropping the critic "
-            f"{'nearly halves' if summary['memory_ratio'] < 0.6 else 'reduces'} the step's "
-            "memory at this size (the seeds' claim is 'nearly halves').", ""]
-    sizes = ", ".join(f"level {k}: {v:,}" for k, v in ev["eval_split_sizes"].items())
-    lines += [
+            f"Limited labels ({config.limited_labels} per seed): from the bank's warm start "
+            f"{_level(s, 'limited_label_start')}, GRPO on unlabeled prompts gains "
+            f"{_iv(s, 'limited_label_gain_grpo')} and more SFT on the bank "
+            f"{_iv(s, 'limited_label_gain_sft')}; the paired difference GRPO - SFT is "
+            f"{_iv(s, 'limited_label_grpo_minus_sft')} "
+            f"({_excludes_zero(s, 'limited_label_grpo_minus_sft')}).", ""]
+    sig = s["signal"]
+    lines += ["Where the signal is (training prompts, start model): zero-signal share "
+              f"observed {sig['zero_signal_observed_start']:.3f}, predicted from p "
+              f"{sig['zero_signal_predicted_start']:.3f}; GRPO logged "
+              f"{s['zero_signal_logged_by_chunk'][0]:.3f} in its first chunk and "
+              f"{s['zero_signal_logged_by_chunk'][-1]:.3f} in its last (predicted at the end "
+              f"{sig['zero_signal_predicted_end']:.3f}).", "",
+              "| p bin (start) | prompts | zero-signal observed | predicted | Δp after GRPO |",
+              "|---|---:|---:|---:|---:|"]
+    for row in s["signal_fraction_by_bin"]:
+        lo, hi = row["bin"]
+        label = f"p = {lo:g}" if lo == hi else f"({lo:g}, {hi:g}{')' if hi == 1 else ']'}"
+        lines.append(f"| {label} | {row['share_of_prompts']:.3f} | "
+                     f"{format_number(row['zero_signal_observed'])} | "
+                     f"{format_number(row['zero_signal_predicted'])} | "
+                     f"{format_number(row['delta_p'])} |")
+    lines.append("")
+    for arm, what in (("dapo_updates", "at equal updates"), ("dapo_rollouts",
+                                                            "at equal rollouts")):
+        if f"{arm}_minus_grpo" in s:
+            lines.append(f"DAPO's refill {what} ({arms[arm]['rollouts_per_seed']:,} rollouts "
+                         f"per seed vs GRPO's {arms['grpo']['rollouts_per_seed']:,}): minus GRPO "
+                         f"{_iv(s, f'{arm}_minus_grpo')}; kept groups "
+                         f"{s[f'{arm}_kept_group_fraction']:.3f}.")
+    change = s["pass_at_max_k_change"]
+    lines += ["", f"pass@k before: {', '.join(f'{v:.3f}' for v in s['pass_at_k_start'])}; "
+              f"after: {', '.join(f'{v:.3f}' for v in s['pass_at_k_grpo'])}. pass@"
+              f"{config.pass_samples} changes by {_iv(s, 'pass_at_max_k_change')}: "
+              + ("coverage narrows" if s["pass_at_max_k_change_ci"][1] < 0 else
+                 "coverage widens" if s["pass_at_max_k_change_ci"][0] > 0 else
+                 "no change in coverage is shown") + (
+                  f" (point {change:+.3f}).")]
+    lines += ["", f"Search after GRPO at {s['search_samples']} samples per problem: "
+              f"majority {_level(s, 'search_majority_at_n')}, PRM beam "
+              f"{_level(s, 'search_prm_beam')}, against pass@1 {_level(s, 'search_pass_at_1')} "
+              f"and greedy {s['search_greedy']:.3f}; majority - pass@1 "
+              f"{_iv(s, 'search_majority_minus_pass_at_1')}, beam - majority "
+              f"{_iv(s, 'search_beam_minus_majority')}. Best-of-{s['search_samples']} with the "
+              f"exact outcome verifier is an oracle: {s['search_oracle_best_of_n']:.3f}."]
+    if s["memory_ratio"] is not None:
+        lines += ["", f"Memory of one step (XLA, one seed): GRPO / PPO = "
+                  f"{s['memory_ratio']:.3f} ({s['memory']['grpo']['total_bytes']:,} vs "
+                  f"{s['memory']['ppo']['total_bytes']:,} bytes)."]
+    lines += ["", "## Cost", "", "| arm | steps | seconds (all seeds) | rollouts / seed | "
+              "sequence passes / seed | held-out greedy |", "|---|---:|---:|---:|---:|---:|"]
+    for name, a in arms.items():
+        lines.append(f"| {name} | {a['steps']} | {a['seconds']:.0f} | {a['rollouts_per_seed']:,} "
+                     f"| {a['sequence_passes_per_seed']:,} | {a['heldout_greedy']:.3f} |")
+    lines += ["", "Warm starts (computed once, cached): " + ", ".join(
+        f"{k} {v:.0f} s" for k, v in s["warm_start_seconds"].items()) + ". Sequence passes: "
+        "a sampled completion 1, a forward 1, a forward and backward 3.", "",
         "## Procedure", "",
-        "Held out means disjoint: every problem of a level with at least 1000 distinct "
-        "problems is assigned to the training or the eval split by a fixed hash "
-        "(rljax.envs.arithmetic.problem_hash, eval fraction "
-        f"{config.task().eval_fraction:g}); warm-up and RL draw only training "
-        "problems. The evaluation set is ONE fixed draw (eval_seed "
-        f"{ev['eval_seed']}) of {ev['prompts']} prompts, levels in turn, shared by all "
-        "seeds and arms: "
-        f"{ev['held_out_prompts']} i.i.d. draws from the eval split (levels {held_levels}; "
-        f"eval split sizes {sizes or 'none'}) and {ev['training_prompts']} draws of "
-        f"levels {train_levels}, whose problems cannot be split honestly (level 0 has 100 "
-        "problems) and are all training problems: that accuracy is training accuracy.", "",
-        "Intervals are two-way: each seed's greedy correctness on each prompt is kept "
-        "and the interval resamples seeds AND prompts, so the evaluation sample's own "
-        "error is in it; gains use the (after - before) matrix on the same prompts and "
-        f"seeds. Method and coverage: {summary['interval_notes']['accuracy_gain']}", "",
-    ]
+        "Held out means disjoint (a fixed hash split of the level's problems). Intervals are "
+        "two-way over seeds and prompts; differences are paired per seed and prompt. "
+        f"Method and coverage: {s['interval_notes']['gain']}", "",
+        "The signal analysis uses one fixed draw of training prompts (seed eval_seed + 1), "
+        "held fixed across seeds; each seed estimates p from one pass, observes a group of "
+        "G from another, and measures p before and after GRPO on two more.", ""]
     return "\n".join(lines)

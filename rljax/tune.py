@@ -349,6 +349,73 @@ class SensitivityCurve:
     method: str
 
 
+def extend_grid(grid: Any, winner: float) -> float | None:
+    """The rate to add to ``grid`` when ``winner`` is at its edge, else ``None``.
+
+    At the lowest rate ``r_1`` of the grid ``r_1 < r_2 < ...``: ``r_1 / (r_2 / r_1)``; at the
+    highest ``r_K``: ``r_K * (r_K / r_{K-1})`` (the grid's spacing at that edge, carried one
+    step further). ``None`` for an interior winner or a one-rate grid (no spacing).
+    """
+    rates = sorted(float(r) for r in grid)
+    position = grid_position(rates, winner)
+    if position == "lowest":
+        return rates[0] * rates[0] / rates[1]
+    if position == "highest":
+        return rates[-1] * rates[-1] / rates[-2]
+    return None
+
+
+def grid_position(grid: Any, rate: float) -> str:
+    """Where ``rate`` sits in ``grid``: ``"interior"`` (a grid rate on each side),
+    ``"lowest"``, ``"highest"``, or ``"only"`` (a one-rate grid)."""
+    rates = sorted(float(r) for r in grid)
+    if len(rates) == 1:
+        return "only"
+    return ("lowest" if rate <= rates[0] else "highest" if rate >= rates[-1]
+            else "interior")
+
+
+def tune_extended(run_rates: Any, grid: tuple[float, ...], split: SeedSplit, *,
+                  max_extensions: int, key: Any, reps: int
+                  ) -> tuple[TuningResult, tuple[float, ...], int]:
+    """Tune one rate (e.g. a learning rate) on ``grid``, extend the grid while its winner
+    is at an edge, then run the winner on the evaluation seeds: a tuned value at the
+    grid's edge is a bound, not an optimum, so the grid grows until it is interior (or
+    ``max_extensions`` rates were added, which the caller reports).
+
+    ``run_rates(rates [k], first_seed, num_seeds) -> [k, num_seeds]`` scores. Every rate
+    runs on the tuning seeds; while the winner (:func:`select_best`, ties to
+    the lower rate) is the grid's lowest or highest and fewer than ``max_extensions``
+    rates were added, :func:`extend_grid`'s rate runs on the same seeds. The final choice
+    goes through :func:`tune` over the final grid (its tuning scores reused), so
+    the optimism is that of the choice among every rate tried.
+
+    Returns:
+      the :class:`TuningResult` (``best`` indexes the final grid), the final
+      grid (ascending) and the number of extensions.
+    """
+    rates = sorted(grid)
+    scores = np.asarray(run_rates(np.asarray(rates), split.tuning_first, split.tuning_count))
+    extensions = 0
+    while extensions < max_extensions:
+        new = extend_grid(rates, rates[select_best(scores)])
+        if new is None:
+            break
+        row = np.asarray(run_rates(np.asarray([new]), split.tuning_first, split.tuning_count))
+        at = int(np.searchsorted(rates, new))
+        rates.insert(at, new)
+        scores = np.insert(scores, at, row[0], axis=0)
+        extensions += 1
+
+    def run_configs(indices, first_seed, num_seeds):
+        if first_seed == split.tuning_first:
+            return scores[np.asarray(indices)]
+        return run_rates(np.asarray(rates)[np.asarray(indices)], first_seed, num_seeds)
+
+    result = tune(run_configs, len(rates), split, key=key, reps=reps)
+    return result, tuple(rates), extensions
+
+
 def sensitivity_curve(scores: Any, values: Any, mask: Any = None, *, statistic: str = "mean",
                       key: jax.Array, reps: int = 2000, data: str = "any") -> SensitivityCurve:
     """The statistic over seeds at each value of one hyperparameter, with intervals.

@@ -209,6 +209,37 @@ MUTANTS = (
            "                if isinstance(k.value, ast.Attribute) and k.value.attr == k.arg\n",
            "                if False\n",
            ("tests/test_structure.py::test_the_copy_check_can_fail",)),
+    Mutant("lm_loss_scores_temperature_one", "rljax/training/lm.py",
+           "            cfg.temperature, cfg.top_k or None)\n\n    def grpo_transform",
+           "            1.0, None)\n\n    def grpo_transform",
+           ("tests/test_lm_recipe.py::"
+            "test_old_log_probs_are_the_samplers_at_temperature_and_top_k",)),
+    Mutant("lm_old_log_probs_untempered", "rljax/training/lm.py",
+           "        return sampling_logits(logits, self.config.temperature, "
+           "self.config.top_k or None)\n",
+           "        return logits\n",
+           ("tests/test_lm_recipe.py::test_old_log_probs_are_the_samplers_at_temperature_and_top_k",)),
+    Mutant("lm_sampler_ignores_top_k_in_scoring", "rljax/policies/lm_common.py",
+           "        logits = sampling_logits(logits, temperature, top_k)\n        log_probs",
+           "        logits = sampling_logits(logits, temperature, None)\n        log_probs",
+           ("tests/test_lm_recipe.py::test_old_log_probs_are_the_samplers_at_temperature_and_top_k",)),
+    Mutant("lm_warmup_off", "rljax/training/lm.py",
+           "    return lambda count: learning_rate * jnp.minimum(1.0, (count + 1) / updates)",
+           "    return lambda count: learning_rate + 0 * count",
+           ("tests/test_lm_recipe.py::test_rl_learning_rate_warmup_closed_form_and_in_the_optimizer",)),
+    Mutant("lm_refill_takes_first_groups", "rljax/training/lm.py",
+           "        chosen = jnp.argsort(~signal, stable=True)[:p]",
+           "        chosen = jnp.arange(p)",
+           ("tests/test_lm_recipe.py::test_refill_keeps_the_first_groups_with_signal_in_draw_order",)),
+    Mutant("warm_start_lookup_ignores_key", "rljax/training/lm_warm_start.py",
+           "        row, found = jnp.argmax(match), jnp.any(match)\n",
+           "        row, found = 0, True\n",
+           ("tests/test_lm_recipe.py::"
+            "test_cached_warm_start_is_shared_bitwise_and_keyed_by_config",)),
+    Mutant("lm_bank_ignored", "rljax/training/lm.py",
+           "        if isinstance(bank, tuple):\n",
+           "        if True:\n",
+           ("tests/test_lm_recipe.py::test_label_bank_supervised_draws_come_only_from_the_seed_bank",)),
 )
 
 

@@ -233,7 +233,8 @@ FOUND = [
     ("gdro", "n_min", "9", None),  # named 'budget'
     ("gdro", "bin_edges", "0.01,0.5", "bin_edges"),  # named 'hysteresis'
     ("gdro", "num_prompts", str(10**12), None),  # validate() allocated num_prompts floats
-    ("lm-grpo", "levels", "2", "levels"),  # named 'prompt_length' (not a study field)
+    ("lm-grpo", "levels", "7", "levels"),  # named 'level' (not a study field)
+    ("lm-grpo", "levels", "0", "levels"),  # no held-out split: nothing to evaluate on
     ("ppo-cartpole", "num_envs", "10000", None),  # 'total_steps: ...' without num_envs
     ("ppo-cartpole", "total_steps", "600", None),  # 'curve_points: ...' without total_steps
 ]

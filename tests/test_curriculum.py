@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.stats
 
 from rljax.curriculum import (
     DifficultyClassifier,
@@ -19,6 +20,7 @@ from rljax.curriculum import (
     rollout_gdro_sampler,
     uniform_sampler,
 )
+from rljax.curriculum.difficulty import pass_at_k_curve, zero_signal_probability
 
 # --------------------------------------------------------------------------------------
 # pass@k
@@ -395,3 +397,28 @@ def test_classifier_validation(kwargs, field):
 def test_sampler_validation(build, field):
     with pytest.raises(ValueError, match=field):
         build()
+
+
+# pass@k for every k, and the zero-signal probability of a group (lm-grpo's analysis)
+
+def test_pass_curve_is_the_unbiased_estimator():
+    rng = np.random.default_rng(0)
+    correct = (rng.random((2, 3, 6)) < 0.4).astype(float)
+    curve = pass_at_k_curve(correct)
+    for s in range(2):
+        for p in range(3):
+            c = int(correct[s, p].sum())
+            for k in range(1, 7):
+                expected = 1 - math.comb(6 - c, k) / math.comb(6, k)
+                assert curve[s, p, k - 1] == pytest.approx(expected)
+    assert np.allclose(curve[..., 0], correct.mean(-1))  # pass@1 is the mean
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.37, 0.9, 1.0])
+def test_zero_signal_prediction_is_unbiased(p):
+    """E_c[(C(c,G) + C(n-c,G)) / C(n,G)] = p^G + (1-p)^G for c ~ Binomial(n, p)."""
+    n, g = 32, 8
+    c = np.arange(n + 1)
+    expected = float(np.sum(scipy.stats.binom.pmf(c, n, p)
+                            * np.asarray(zero_signal_probability(n, c, g))))
+    assert expected == pytest.approx(p ** g + (1 - p) ** g, abs=2e-6)

@@ -436,7 +436,7 @@ def test_fields_are_validated(shared, grpo, decoder, field):
 
 
 GRPO_ONLY = ("advantage", "aggregation", "kl_estimator", "scale_rewards", "sequence_ratio",
-             "mask_truncated", "entropy_top_q", "dynamic_sampling", "curriculum")
+             "mask_truncated", "entropy_top_q", "dynamic_sampling", "oversample", "curriculum")
 DECODER_ONLY = ("num_kv_heads", "intermediate_size", "tie_embeddings", "checkpoint")
 
 

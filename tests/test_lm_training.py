@@ -62,8 +62,8 @@ def test_grpo_config_errors_name_the_field(field, value):
 
 
 def test_the_algorithm_is_a_config_not_a_name():
-    with pytest.raises(ValueError, match="^algorithm: must be an LMGRPOConfig or an "
-                                         "LMPPOConfig, got str$"):
+    with pytest.raises(ValueError, match="^algorithm: must be an LMGRPOConfig, an "
+                                         "LMPPOConfig or an LMSFTConfig, got str$"):
         make_lm_trainer(TINY, "dpo")
 
 

@@ -79,7 +79,7 @@ def test_studies_forward_the_architecture_and_the_checkpoint():
         config = lm_variants.Config(architecture="decoder", num_kv_heads=1, checkpoint="/ckpt")
         assert config.trainer_args(arm)[2] == expected
         assert lm_variants.Config().trainer_args(arm)[2] is None  # TinyLM
-    for run in lm_grpo.RUNS:
+    for run in lm_grpo.ARMS:
         config = lm_grpo.Config(architecture="decoder", num_kv_heads=1, checkpoint="/ckpt")
         assert config.trainer_args(run)[2] == expected
         assert lm_grpo.Config().trainer_args(run)[2] is None

@@ -180,19 +180,22 @@ def _ppo_cartpole(s):
 
 
 def _lm_grpo(s):
+    def c(key, sign=False):
+        return ci(s[key], s[f"{key}_ci"], sign=sign)
+
     return [
-        f"| {ci(s['accuracy_start'], s['accuracy_start_ci'])} |",
-        f"| {ci(s['accuracy_grpo'], s['accuracy_grpo_ci'])} |",
-        f"**{ci(s['accuracy_gain'], s['accuracy_gain_ci'], sign=True)}**: the interval "
-        "includes 0",
-        f"{s['training_accuracy_start']:.3f} → {s['training_accuracy_grpo']:.3f}, "
-        f"**{ci(s['training_accuracy_gain'], s['training_accuracy_gain_ci'], sign=True)}**",
-        f"**{ci(s['format_only_accuracy_gain'], s['format_only_accuracy_gain_ci'])}** / "
-        f"{s['format_only_format_rate']:.3f}",
-        f"{ci(s['accuracy_ppo'], s['accuracy_ppo_ci'])} / "
-        f"{ci(s['accuracy_ppo_gain'], s['accuracy_ppo_gain_ci'], sign=True)}",
-        f"{s['grpo_step_bytes'] / 1e6:.1f} MB / {s['ppo_step_bytes'] / 1e6:.1f} MB = "
-        f"**{s['memory_ratio']:.2f}**",
+        f"held-out greedy accuracy {c('heldout_greedy_start')} → {c('heldout_greedy_grpo')}",
+        f"gain **{c('heldout_gain', True)}**: the interval excludes 0",
+        f"sampled accuracy (T = 1) gain {c('sampled_gain', True)}",
+        f"pass@16 {s['pass_at_k_start'][-1]:.3f} → {s['pass_at_k_grpo'][-1]:.3f} "
+        f"({c('pass_at_max_k_change', True)})",
+        f"the SFT control {c('sft_control_heldout')}",
+        f"GRPO − SFT {c('limited_label_grpo_minus_sft', True)}",
+        f"majority@16 {c('search_majority_at_n')}",
+        f"PRM beam {c('search_prm_beam')}",
+        f"against pass@1 {c('search_pass_at_1')}",
+        f"GRPO / PPO **{s['memory_ratio']:.2f}**",
+        f"held-out greedy gain **{c('heldout_gain', True)}** (8 seeds",
     ]
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numbers
 import operator
 from dataclasses import dataclass
+from typing import Any
 
 import chex
 import jax
@@ -89,6 +90,38 @@ def pass_at_k(n, c, k: int) -> Array:
             raise ValueError("c: must satisfy 0 <= c <= n for every element")
     return _pass_at_k(n, c, k)
 
+
+
+def pass_at_k_curve(correct: Any) -> np.ndarray:
+    """pass@k for every ``k = 1 .. n`` from per-sample correctness (numpy, host side).
+
+    Args:
+      correct: ``[..., n]`` 0/1 correctness of ``n`` independent samples per item.
+
+    Returns:
+      float ``[..., n]``: entry ``k - 1`` is :func:`pass_at_k` ``(n, c, k)`` with ``c``
+      the item's correct count (entry 0 is the mean, pass@1).
+    """
+    correct = np.asarray(correct)
+    n = correct.shape[-1]
+    c = correct.sum(axis=-1).astype(np.int64)
+    return np.stack([np.asarray(pass_at_k(n, c, k), np.float64) for k in range(1, n + 1)],
+                    axis=-1)
+
+
+def zero_signal_probability(n, c, group_size: int) -> Array:
+    """Unbiased estimate of ``p^G + (1 - p)^G`` -- the chance that a group of ``G``
+    samples is all correct or all wrong, i.e. that a group-relative advantage is zero
+    everywhere -- from ``c`` correct of ``n`` independent samples:
+
+        (C(c, G) + C(n - c, G)) / C(n, G) = (1 - pass@G(n, c)) + (1 - pass@G(n, n - c))
+
+    (a U-statistic: its expectation over ``c ~ Binomial(n, p)`` is exactly
+    ``p^G + (1 - p)^G``; the plug-in ``p_hat^G + ...`` is biased). Elementwise like
+    :func:`pass_at_k`; ``group_size <= n``.
+    """
+    return (1.0 - pass_at_k(n, c, group_size)) + (1.0 - pass_at_k(n, np.asarray(n) - c,
+                                                                     group_size))
 
 def _pass_at_k(n, c, k: int) -> Array:
     """``pass_at_k`` without the concrete-value checks (NaN where undefined)."""

@@ -36,6 +36,7 @@ from rljax.policies.sampling import (
     masked_logits,
     sample_categorical,
     sample_masked,
+    sampling_logits,
 )
 from rljax.policies.tabular import Policy, tabular_softmax
 
@@ -63,6 +64,7 @@ __all__ = [
     "categorical_from_uniform",
     "categorical_log_prob",
     "masked_logits",
+    "sampling_logits",
     "sample_masked",
     "MASKED_LOGIT",
     "LMConfig",

@@ -60,6 +60,7 @@ from rljax.policies.sampling import (
     MASKED_LOGIT,
     categorical_from_uniform,
     categorical_log_prob,
+    sampling_logits,
 )
 from rljax.tokenizer import EOS_ID, PAD_ID
 from rljax.types import Array, Params, PRNGKey
@@ -310,8 +311,13 @@ class CausalLM:
         return self._forward(params, tokens, mask)[:, p - 1 : p + n - 1]
 
     def completion_log_probs(self, params: Params, prompt: Array, prompt_mask: Array,
-                             completion: Array, completion_mask: Array) -> Array:
-        """``log pi(y_t | x, y_<t)`` at temperature 1 from one forward over ``[x, y]``.
+                             completion: Array, completion_mask: Array,
+                             temperature: float | Array = 1.0, top_k: int | None = None
+                             ) -> Array:
+        """``log pi_{T,k}(y_t | x, y_<t)`` from one forward over ``[x, y]``: the
+        log-probability under the distribution :meth:`generate` samples from at
+        ``temperature`` and ``top_k`` (:func:`~rljax.policies.sampling.sampling_logits`;
+        the defaults are the model's own distribution).
 
         Args:
           params: from :meth:`init`.
@@ -319,6 +325,9 @@ class CausalLM:
           prompt_mask: ``[B, P]``.
           completion: int ``[B, N]`` right-padded completions ``y``.
           completion_mask: ``[B, N]``, 1 up to and including EOS.
+          temperature: > 0 (a Python number or a scalar array), as in :meth:`generate`.
+          top_k: ``None`` or an int in ``[1, V]``, as in :meth:`generate` (a token
+            outside the top k scores ``MASKED_LOGIT``, i.e. probability 0).
 
         Returns:
           float32 ``[B, N]`` (the logits at column ``P - 1 + t`` scored at ``y_t``); 0 where
@@ -327,6 +336,7 @@ class CausalLM:
         self._require(False, "completion_log_probs")
         logits = self._completion_head(params, prompt, prompt_mask, completion,
                                        completion_mask)
+        logits = sampling_logits(logits, temperature, top_k)
         log_probs = categorical_log_prob(logits, completion)
         return jnp.where(completion_mask.astype(bool), log_probs, 0.0)
 
@@ -439,10 +449,7 @@ class CausalLM:
             token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
             log_prob = jnp.zeros(token.shape, logits.dtype)  # a point mass
         else:
-            logits = logits / jnp.asarray(temperature, logits.dtype)
-            if top_k is not None and top_k < logits.shape[-1]:
-                kth = jax.lax.top_k(logits, top_k)[0][:, -1:]
-                logits = jnp.where(logits >= kth, logits, MASKED_LOGIT)
+            logits = sampling_logits(logits, temperature, top_k)
             token = categorical_from_uniform(u, logits)
             log_prob = categorical_log_prob(logits, token)
         token = jnp.where(done, PAD_ID, token)

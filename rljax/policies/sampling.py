@@ -94,6 +94,33 @@ def masked_logits(logits: Array, mask: Array) -> Array:
     return jnp.where(mask, logits, jnp.asarray(MASKED_LOGIT, logits.dtype))
 
 
+def sampling_logits(logits: Array, temperature: float | Array = 1.0,
+                    top_k: int | None = None) -> Array:
+    """The logits of the distribution a sampler draws from: ``logits / temperature``, then
+    every logit below the ``k``-th largest set to :data:`MASKED_LOGIT` (ties at the k-th
+    kept). One function for the sampler (:meth:`rljax.policies.lm_common.CausalLM.generate`)
+    and the scorer (``completion_log_probs(..., temperature, top_k)``), so the
+    log-probabilities an RL loss takes as pi_old and pi_theta are those of the policy
+    that sampled (a temperature-1 score of a T = 0.5 sample is a different policy).
+
+    The k-th largest value is a constant of the gradient (``stop_gradient``): the kept
+    set is a choice, the kept logits are differentiated as usual.
+
+    Args:
+      logits: ``[..., V]``.
+      temperature: > 0, a Python number or a scalar array.
+      top_k: ``None`` (keep all) or an int in ``[1, V]``.
+
+    Returns:
+      ``[..., V]`` logits whose (log-)softmax is the sampling distribution.
+    """
+    logits = logits / jnp.asarray(temperature, logits.dtype)
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = jax.lax.stop_gradient(jax.lax.top_k(logits, top_k)[0][..., -1:])
+        logits = jnp.where(logits >= kth, logits, jnp.asarray(MASKED_LOGIT, logits.dtype))
+    return logits
+
+
 def log_softmax(logits: Array) -> Array:
     """``logits - logsumexp(logits)`` over the last axis.
 

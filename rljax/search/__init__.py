@@ -40,6 +40,13 @@ from rljax.search.best_of_n import (
     sample_candidates,
     weighted_vote,
 )
+from rljax.search.lm_search import (
+    final_answer_key,
+    majority_vote_index,
+    prm_beam_search,
+    sample_and_vote,
+    step_scores,
+)
 from rljax.search.loop import search
 from rljax.search.policies import gumbel_muzero_policy, muzero_policy
 from rljax.search.qtransforms import (
@@ -73,6 +80,12 @@ __all__ = [
     "process_verifier_score",
     "sample_candidates",
     "weighted_vote",
+    # verifier-based search on a language model
+    "final_answer_key",
+    "majority_vote_index",
+    "prm_beam_search",
+    "sample_and_vote",
+    "step_scores",
     # mctx 0.0.71's public names
     "ChanceRecurrentFnOutput",
     "DecisionRecurrentFnOutput",

@@ -1,7 +1,8 @@
 """The trainers that drive the transforms of :mod:`rljax.algorithms`: PPO over
 environments (:mod:`rljax.training.ppo`, discrete and continuous actions; its config,
 checks and optimizer in :mod:`rljax.training.ppo_config`) and the
-language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO); test-rollout
+language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO, the SFT control;
+the cached warm start of :mod:`rljax.training.lm_warm_start`); test-rollout
 evaluation of a trained actor-critic (:mod:`rljax.training.evaluation`); per-seed final
 returns from a PPO run's logs (:func:`final_returns`)."""
 
@@ -14,6 +15,8 @@ from rljax.training.lm import (
     LMTrainConfig,
     make_lm_trainer,
 )
+from rljax.training.lm_config import LMSFTConfig
+from rljax.training.lm_warm_start import WarmStart, cached_warm_start
 from rljax.training.ppo import ENV_AXIS, PPOChunks, PPOChunkState, make_ppo_chunks, make_ppo_train
 from rljax.training.ppo_config import PPOTrainConfig, ppo_optimizer
 from rljax.training.recurrent_ppo import (
@@ -37,7 +40,10 @@ __all__ = [
     "LMGRPOConfig",
     "LMPPOConfig",
     "LMDecoderConfig",
+    "LMSFTConfig",
     "make_lm_trainer",
+    "WarmStart",
+    "cached_warm_start",
     "Evaluation",
     "evaluate_policy",
     "final_returns",

@@ -29,6 +29,19 @@ One seed's run, cut into chunks so a sweep can checkpoint between them
   sequences with a separate value model (``mu`` epochs).
 * ``finish(state)``: the final evaluation.
 
+**Sampling and scoring agree.** pi_old, the loss's pi_theta, the entropy and PPO's logits
+are those of the distribution that sampled: the logits divided by ``temperature`` and cut
+to ``top_k`` (:func:`rljax.policies.sampling.sampling_logits`, the function
+``generate`` applies); the KL reference is scored at the same temperature without the cut.
+
+**The recipe** (:data:`EQUATION_RECIPE`): a warm start at a constant rate (never
+annealed), optionally from a fixed bank of ``label_bank`` labelled problems, computed
+once per study and shared by its arms (:mod:`rljax.training.lm_warm_start`), then RL with
+a linear learning-rate warm-up (``lr_warmup_steps``, :func:`rl_learning_rate`). The
+control arm :class:`~rljax.training.lm_config.LMSFTConfig` replaces each RL step by a
+supervised step; ``LMGRPOConfig.oversample`` is DAPO's own dynamic sampling
+(:meth:`LMTrainer.refilled_grpo_batch`).
+
 Rewards that are NaN (e.g. from a broken reward program) are counted in ``nan_rewards``
 and their groups (GRPO) or sequences (PPO) are masked out of the update, never trained on.
 
@@ -98,7 +111,8 @@ REINFORCE++     ``advantage="reinforce_pp"`` (or ``"reinforce_pp_baseline"``)
 ``format``, ``process`` (task reward components, means), ``length`` (mean completion
 tokens), ``reward`` (the shaped reward's mean), ``zero_signal_fraction``, ``kl``,
 ``clip_fraction``, ``loss``, ``nan_rewards``, ``mean_level``; and ``entropy`` (token-mean
-entropy at temperature 1 of the sampling policy -- the params before the update -- over
+entropy of the sampling distribution -- the params before the update, the training
+temperature and top-k -- over
 the tokens of every completion with a finite reward), ``response_length_correct`` /
 ``response_length_incorrect`` (mean length of the completions the task's *accuracy*
 program scores correct / incorrect -- not the shaped reward, which overlong shaping and
@@ -107,6 +121,11 @@ format weights move off 0 / 1; NaN when there are none), ``truncated_fraction``,
 and ``entropy_kept_fraction`` (1 without ``entropy_top_q``). GRPO also logs
 ``clipfrac_low`` / ``clipfrac_high`` (:func:`rljax.losses.clip_fractions`); PPO's
 transform does not report them, so its logs have no such keys.
+
+GRPO and the SFT control log ``rollouts`` (completions sampled in the step: ``P G``,
+``oversample P G`` with DAPO's refill, 0 for SFT), and the refill logs
+``signal_share_sampled``. An :class:`~rljax.training.lm_config.LMSFTConfig` run logs
+``loss`` and ``rollouts`` only.
 """
 
 from __future__ import annotations
@@ -149,12 +168,13 @@ from rljax.policies.hf_checkpoint import (
 )
 from rljax.policies.lm import LMConfig, TinyLM
 from rljax.policies.lm_common import CausalLM
-from rljax.policies.sampling import categorical_log_prob, log_softmax
+from rljax.policies.sampling import categorical_log_prob, log_softmax, sampling_logits
 from rljax.tokenizer import ARITHMETIC_ALPHABET, EOS_ID, CharTokenizer
 from rljax.training.lm_config import (
     LMDecoderConfig,
     LMGRPOConfig,
     LMPPOConfig,
+    LMSFTConfig,
     LMTask,
     check_task,
 )
@@ -165,6 +185,21 @@ PROMPT_LENGTH = 8
 
 DEFAULT_LEVELS = (0, 1)
 """The default task's levels: one-digit addition, two-digit addition / subtraction."""
+
+
+EQUATION_RECIPE = dict(max_new_tokens=12, sft_steps=300, sft_batch=128,
+                       sft_learning_rate=1e-3, rl_steps=200, steps_per_chunk=50,
+                       prompts_per_step=32, group_size=8, learning_rate=1e-4,
+                       lr_warmup_steps=20, eval_prompts=512)
+"""The recipe for level 4 (linear equations, prompts of 11 columns) that the ``lm-grpo``
+and ``lm-variants`` studies share as :class:`LMTrainConfig` defaults
+(``with_defaults(LMTrainConfig, **EQUATION_RECIPE)``): a 300-step warm start of 128
+problems at a constant 1e-3 (held-out greedy accuracy 0.33-0.40 on 2 probe seeds, so
+GRPO's groups have signal), then 200 GRPO steps of 32 prompts x 8 completions at 1e-4
+after a 20-step linear warm-up. Probes (2 seeds each): 3e-4 and 2e-4 lost accuracy; 400
+steps at 1e-4 gained no more than 200 (+0.055, +0.057 at 400)."""
+EQUATION_PROMPT_LENGTH = 11
+"""Prompt columns of level 4 (the widest prompt, ``9x-9=-90;``, is 10 tokens with BOS)."""
 
 
 @dataclass(frozen=True)
@@ -179,12 +214,19 @@ class LMTrainConfig:
 
     Attributes:
       max_new_tokens: completion tokens sampled per prompt (``T``, EOS included).
-      sft_steps, sft_batch, sft_learning_rate: supervised warm-up on correct solutions.
+      sft_steps, sft_batch, sft_learning_rate: supervised warm-up on correct solutions
+        (Adam at a constant rate: never annealed, so the RL phase starts from a policy
+        whose last steps were taken at the rate it was trained with).
+      label_bank: 0, or the size ``N`` of each seed's fixed bank of labelled training
+        problems (drawn once from the seed's key); the warm-up and
+        :class:`~rljax.training.lm_config.LMSFTConfig` steps then draw only from it, RL
+        still samples unlabeled prompts from the whole training split.
       rl_steps: RL steps in all (``num_chunks * steps_per_chunk``).
       steps_per_chunk: RL steps between evaluations / checkpoints.
       prompts_per_step, group_size: ``P`` prompts x ``G`` completions per GRPO step
         (PPO: ``P * G`` prompts x 1 completion).
       learning_rate, max_grad_norm: Adam step size and global-norm clip of the RL phase.
+      lr_warmup_steps: linear warm-up of the RL step size (:func:`rl_learning_rate`).
       mu: inner iterations per batch (GRPO's mu, PPO's epochs).
       clip_epsilon, clip_epsilon_high: ratio clip range (``None``: symmetric).
       kl_beta: KL to the warm-started reference (GRPO: in the loss, with the GRPO
@@ -205,8 +247,11 @@ class LMTrainConfig:
                                 low=1)
     sft_steps: int = param(150, "supervised warm-up steps on correct solutions", low=0)
     sft_batch: int = param(64, "problems per warm-up step", low=1)
-    sft_learning_rate: float = param(3e-3, "Adam's step size in the warm-up", low=0.0,
-                                     low_open=True)
+    sft_learning_rate: float = param(3e-3, "Adam's step size in the warm-up (constant)",
+                                     low=0.0, low_open=True)
+    label_bank: int = param(0, "labelled problems the supervised steps may use: 0 = a fresh "
+                            "training problem each draw; N = a fixed bank of N training "
+                            "problems per seed (the limited-label regime)", low=0)
     rl_steps: int = param(200, "RL steps in all (a multiple of steps_per_chunk)", low=1)
     steps_per_chunk: int = param(25, "RL steps between evaluations / checkpoints", low=1)
     prompts_per_step: int = param(16, "P prompts per RL step (PPO: P G prompts)", low=1)
@@ -214,6 +259,8 @@ class LMTrainConfig:
                             "prompts)", low=2)
     learning_rate: float = param(3e-4, "Adam's step size in the RL phase", low=0.0,
                                  low_open=True)
+    lr_warmup_steps: int = param(0, "RL steps of linear learning-rate warm-up from "
+                                 "learning_rate / (lr_warmup_steps mu) (0 = off)", low=0)
     max_grad_norm: float = param(1.0, "global-norm gradient clip in the RL phase", low=0.0,
                                  low_open=True)
     mu: int = param(1, "updates per batch (GRPO's mu, PPO's epochs)", low=1)
@@ -223,8 +270,11 @@ class LMTrainConfig:
                                             "clip_epsilon)", low=0.0, low_open=True)
     kl_beta: float = param(0.0, "weight of the KL to the warm-started reference (GRPO: in "
                            "the loss; PPO: a per-token reward term)", low=0.0)
-    temperature: float = param(1.0, "sampling temperature in the RL phase", low=0.0)
-    top_k: int = param(0, "top-k sampling in the RL phase (0 = off)", low=0)
+    temperature: float = param(1.0, "sampling temperature in the RL phase (pi_old and the "
+                               "loss score the same tempered distribution)", low=0.0,
+                               low_open=True)
+    top_k: int = param(0, "top-k sampling in the RL phase (0 = off; pi_old and the loss "
+                       "score the same cut distribution)", low=0)
     reward_accuracy: float = param(1.0, "weight of the task's accuracy reward")
     reward_format: float = param(0.0, "weight of the task's format reward")
     reward_process: float = param(0.0, "weight of the task's process reward")
@@ -269,6 +319,26 @@ class LMTrainConfig:
                               f"overlong_max_length > 0), got {self.overlong_cache}")
 
 
+def rl_learning_rate(learning_rate: float, warmup_steps: int, updates_per_step: int = 1
+                     ) -> float | optax.Schedule:
+    """The RL phase's step size: ``learning_rate`` (a constant, ``warmup_steps = 0``) or a
+    linear warm-up over the first ``W = warmup_steps * updates_per_step`` optimizer
+    updates, ``lr_n = learning_rate * min(1, (n + 1) / W)`` for update ``n = 0, 1, ...``
+    (the first update already moves; ``updates_per_step`` is ``mu``, the updates of one RL
+    step), then constant.
+
+    Why: a fresh Adam's first steps are sign-like on every parameter (its moments start
+    at 0), so a warm-started policy taken at full rate can collapse in a few steps (seen
+    here: GRPO at 1e-3 from a warm start annealed to 5e-5 fell to 0.00 held-out accuracy
+    within 100 steps). Goyal et al. (2017, arXiv:1706.02677) introduced the linear
+    warm-up; RL on language models uses it the same way.
+    """
+    if warmup_steps == 0:
+        return learning_rate
+    updates = warmup_steps * updates_per_step
+    return lambda count: learning_rate * jnp.minimum(1.0, (count + 1) / updates)
+
+
 def arithmetic_task(config: LMTrainConfig, levels: tuple[int, ...] = DEFAULT_LEVELS,
                     prompt_length: int = PROMPT_LENGTH, **settings: Any) -> ArithmeticTask:
     """The arithmetic task of a run (the default task): ``levels``, prompts of
@@ -307,9 +377,9 @@ def check_lm_trainer(config: LMTrainConfig, algorithm: LMGRPOConfig | LMPPOConfi
     (:class:`~rljax.config.ConfigError` for a config field) naming the first bad field."""
     if not isinstance(config, LMTrainConfig):
         raise ConfigError(f"config: must be an LMTrainConfig, got {type(config).__name__}")
-    if not isinstance(algorithm, LMGRPOConfig | LMPPOConfig):
-        raise ConfigError(f"algorithm: must be an LMGRPOConfig or an LMPPOConfig, got "
-                          f"{type(algorithm).__name__}")
+    if not isinstance(algorithm, LMGRPOConfig | LMPPOConfig | LMSFTConfig):
+        raise ConfigError(f"algorithm: must be an LMGRPOConfig, an LMPPOConfig or an "
+                          f"LMSFTConfig, got {type(algorithm).__name__}")
     if decoder is not None and not isinstance(decoder, LMDecoderConfig):
         raise ConfigError(f"decoder: must be None (TinyLM) or an LMDecoderConfig, got "
                           f"{type(decoder).__name__}")
@@ -359,6 +429,8 @@ class LMTrainState:
       curriculum: the curriculum sampler's state (``()`` without one).
       nonfinite_step: the first RL step after which the loss or the params were NaN/inf
         (int32, -1 while finite); ``finish`` reports it as ``NONFINITE_STEP``.
+      bank: the seed's labelled bank (``Problems`` of ``label_bank`` rows), ``()``
+        without one.
     """
 
     params: Any
@@ -374,6 +446,7 @@ class LMTrainState:
     start_correct: Array = ()
     curriculum: Any = ()
     nonfinite_step: Array = -1
+    bank: Any = ()
 
 
 class InitialParams:
@@ -406,6 +479,9 @@ class LMTrainer:
       sampler: the curriculum sampler (None without one).
       initial: the checkpoint's policy params (``{"params": tree}``, shared by every
         seed) or None for a random init.
+      warm_start: None (``init`` warms up), or a
+        :class:`~rljax.training.lm_warm_start.WarmStart` whose cached per-seed params
+        replace the warm-up (arms sharing it start bitwise the same).
     """
 
     config: LMTrainConfig
@@ -415,6 +491,7 @@ class LMTrainer:
     task: LMTask
     sampler: Sampler | None = None
     initial: InitialParams | None = None
+    warm_start: Any = None
 
     # -- building blocks -------------------------------------------------------------
     @property
@@ -422,10 +499,22 @@ class LMTrainer:
         """Whether the run is PPO (params ``{"policy", "value"}``) rather than GRPO."""
         return isinstance(self.algorithm, LMPPOConfig)
 
+    @property
+    def is_sft(self) -> bool:
+        """Whether the "RL" phase is continued supervised training (the control arm)."""
+        return isinstance(self.algorithm, LMSFTConfig)
+
     def rl_optimizer(self) -> optax.GradientTransformation:
-        """The RL phase's optimizer: global-norm clip, then Adam."""
-        return optax.chain(optax.clip_by_global_norm(self.config.max_grad_norm),
-                           optax.adam(self.config.learning_rate))
+        """The RL phase's optimizer: global-norm clip, then Adam at
+        :func:`rl_learning_rate`'s schedule (a constant without a warm-up); for
+        :class:`~rljax.training.lm_config.LMSFTConfig`, Adam at ``sft_learning_rate``
+        with the same warm-up and no clip."""
+        cfg = self.config
+        if self.is_sft:
+            return optax.adam(rl_learning_rate(cfg.sft_learning_rate, cfg.lr_warmup_steps))
+        return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
+                           optax.adam(rl_learning_rate(cfg.learning_rate, cfg.lr_warmup_steps,
+                                                       cfg.mu)))
 
     def policy_params(self, params: Any) -> Any:
         """The policy's params within the RL params (PPO's hold the value model too)."""
@@ -484,8 +573,26 @@ class LMTrainer:
         mask = problems.solution_mask.astype(log_probs.dtype)
         return -jnp.sum(log_probs * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
-    def warm_up(self, params: Any, key: PRNGKey) -> Any:
-        """``sft_steps`` Adam steps on fresh correct solutions (one batch per step)."""
+    def label_bank(self, key: PRNGKey) -> Any:
+        """The seed's fixed bank of ``label_bank`` labelled training problems (``()``
+        without one), drawn from ``key`` (derived from the seed's warm-up key)."""
+        if not self.config.label_bank:
+            return ()
+        return self.sample_problems(jax.random.fold_in(key, 1), self.config.label_bank)
+
+    def supervised_batch(self, key: PRNGKey, bank: Any = ()) -> Problems:
+        """``sft_batch`` labelled problems: fresh training problems, or drawn uniformly
+        with replacement from ``bank`` (a ``Problems`` of ``N`` rows)."""
+        cfg = self.config
+        if isinstance(bank, tuple):
+            return self.sample_problems(key, cfg.sft_batch)
+        rows = jax.random.randint(key, (cfg.sft_batch,), 0, cfg.label_bank)
+        return jax.tree_util.tree_map(lambda x: x[rows], bank)
+
+    def warm_up(self, params: Any, key: PRNGKey, bank: Any = ()) -> Any:
+        """``sft_steps`` Adam steps at the constant ``sft_learning_rate`` on correct
+        solutions (one :meth:`supervised_batch` per step; ``bank``: the seed's labelled
+        bank, ``()`` for fresh problems)."""
         cfg = self.config
         if cfg.sft_steps == 0:
             return params
@@ -493,7 +600,7 @@ class LMTrainer:
 
         def step(carry, step_key):
             params, opt_state = carry
-            grads = jax.grad(self.sft_loss)(params, self.sample_problems(step_key, cfg.sft_batch))
+            grads = jax.grad(self.sft_loss)(params, self.supervised_batch(step_key, bank))
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), None
 
@@ -517,14 +624,17 @@ class LMTrainer:
 
     def completion_logits(self, params: Params, prompt: Array, prompt_mask: Array,
                           completion: Array, completion_mask: Array) -> Array:
-        """The policy's logits at the completion tokens: ``[B, N, V]`` for a prompt
-        ``[B, P]`` and a completion ``[B, N]`` (column ``P - 1 + t`` of one forward over
-        ``[prompt, completion]``, the logits ``completion_log_probs`` scores)."""
+        """The sampling distribution's logits at the completion tokens: ``[B, N, V]`` for
+        a prompt ``[B, P]`` and a completion ``[B, N]`` (column ``P - 1 + t`` of one forward
+        over ``[prompt, completion]``, divided by the training ``temperature`` and cut to
+        its ``top_k``: :func:`~rljax.policies.sampling.sampling_logits`, the logits
+        :meth:`sample_completions` draws from and ``completion_log_probs`` scores)."""
         p, n = prompt.shape[1], completion.shape[1]
         tokens = jnp.concatenate([prompt, completion.astype(prompt.dtype)], axis=1)
         mask = jnp.concatenate([prompt_mask.astype(jnp.int32),
                                 completion_mask.astype(jnp.int32)], axis=1)
-        return self.policy.logits(params, tokens, mask)[:, p - 1: p + n - 1]
+        logits = self.policy.logits(params, tokens, mask)[:, p - 1: p + n - 1]
+        return sampling_logits(logits, self.config.temperature, self.config.top_k or None)
 
     def sample_completions(self, policy_params: Any, problems: Problems, key: PRNGKey):
         """Completions ``[N, max_new_tokens]`` of the problems' prompts, sampled at the
@@ -548,10 +658,20 @@ class LMTrainer:
         return reward, rewards
 
     # -- one seed's run --------------------------------------------------------------
+    def warm_start_params(self, key: PRNGKey) -> Params:
+        """The seed's warm-started policy (``key``: the seed's key, ``[]``): the initial
+        policy after :meth:`warm_up` -- what :meth:`init` computes, or reads from the
+        trainer's ``warm_start`` cache (:mod:`rljax.training.lm_warm_start`)."""
+        init_key, _, sft_key, _ = jax.random.split(key, 4)
+        if self.warm_start is not None:
+            return self.warm_start.lookup(key)
+        return self.warm_up(self.initial_policy(init_key), sft_key, self.label_bank(sft_key))
+
     def init(self, key: PRNGKey) -> LMTrainState:
-        """Initialise, warm up, freeze the reference, evaluate."""
-        init_key, value_key, sft_key, run_key = jax.random.split(key, 4)
-        policy_params = self.warm_up(self.initial_policy(init_key), sft_key)
+        """Initialise, warm up (or read the cached warm start), freeze the reference,
+        evaluate."""
+        _, value_key, sft_key, run_key = jax.random.split(key, 4)
+        policy_params = self.warm_start_params(key)
         if self.is_ppo:
             params = {"policy": policy_params, "value": self.initial_value(value_key)}
         else:
@@ -565,12 +685,13 @@ class LMTrainer:
                             eval_correct=evaluation["correct"],
                             start_correct=evaluation["correct"],
                             curriculum=() if self.sampler is None else self.sampler.init(None),
-                            nonfinite_step=jnp.int32(-1))
+                            nonfinite_step=jnp.int32(-1), bank=self.label_bank(sft_key))
 
     def rl_step(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
         """One GRPO or PPO step (module docstring); returns the new state and metrics."""
         key, problem_key, sample_key, update_key = jax.random.split(state.key, 4)
-        step = self.ppo_update if self.is_ppo else self.grpo_update
+        step = (self.ppo_update if self.is_ppo else self.sft_update if self.is_sft
+                else self.grpo_update)
         params, opt_state, curriculum, metrics = step(state, problem_key, sample_key,
                                                       update_key)
         nonfinite_step = track_nonfinite(state.nonfinite_step, state.step,
@@ -606,17 +727,26 @@ class LMTrainer:
                 NONFINITE_STEP: state.nonfinite_step}
 
     # -- the two updates -------------------------------------------------------------
+    def sampling_log_probs(self, params: Params, obs: dict[str, Array], actions: Array
+                           ) -> Array:
+        """GRPO's ``log_prob_fn``: ``log pi(y_t | x, y_<t)`` ``[N, T]`` of the completions
+        ``actions [N, T]`` under the *sampling* distribution (the training temperature and
+        top-k, :func:`~rljax.policies.sampling.sampling_logits`), so pi_theta and pi_old
+        are the same policy at two parameter values; ``obs``: ``prompt``, ``prompt_mask``
+        ``[N, P]`` and ``completion_mask [N, T]``."""
+        cfg = self.config
+        return self.policy.completion_log_probs(
+            params, obs["prompt"], obs["prompt_mask"], actions, obs["completion_mask"],
+            cfg.temperature, cfg.top_k or None)
+
     def grpo_transform(self):
         """The configured :func:`rljax.algorithms.grpo` transform over token batches
         (``obs``: ``prompt``, ``prompt_mask [N, P]`` and ``completion_mask [N, T]``)."""
         cfg = self.config
 
-        def log_prob_fn(params, obs, actions):
-            return self.policy.completion_log_probs(params, obs["prompt"], obs["prompt_mask"],
-                                                    actions, obs["completion_mask"])
-
         def entropy_fn(params, obs, actions):
-            """Per-token entropy ``[N, T]`` of the current policy at temperature 1."""
+            """Per-token entropy ``[N, T]`` of the current policy's sampling distribution
+            (the training temperature and top-k)."""
             logits = self.completion_logits(params, obs["prompt"], obs["prompt_mask"],
                                             actions, obs["completion_mask"])
             return jnp.where(obs["completion_mask"].astype(bool),
@@ -624,7 +754,7 @@ class LMTrainer:
 
         algo = self.algorithm
         top_q = algo.entropy_top_q or None
-        return grpo(log_prob_fn=log_prob_fn, group_size=cfg.group_size,
+        return grpo(log_prob_fn=self.sampling_log_probs, group_size=cfg.group_size,
                     advantage=algo.advantage, scale_rewards=algo.scale_rewards or None,
                     clip_epsilon=cfg.clip_epsilon, clip_epsilon_high=cfg.clip_epsilon_high,
                     sequence_ratio=algo.sequence_ratio, kl_beta=cfg.kl_beta,
@@ -645,6 +775,8 @@ class LMTrainer:
         cfg = self.config
         p, g = cfg.prompts_per_step, cfg.group_size
         selection = None
+        if self.algorithm.oversample > 1:
+            return self.refilled_grpo_batch(state, problem_key, sample_key)
         if self.sampler is None:
             problems = self.sample_problems(problem_key, p)
         else:
@@ -655,6 +787,45 @@ class LMTrainer:
         repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, g, axis=0), problems)
         completion = self.sample_completions(state.params, repeated, sample_key)
         reward, parts = self.score(repeated, completion)
+        return self._group_batch(state, problems, repeated, completion, reward, parts,
+                                 rollouts=p * g) + (selection,)
+
+    def refilled_grpo_batch(self, state: LMTrainState, problem_key: PRNGKey,
+                            sample_key: PRNGKey) -> tuple[GroupBatch, dict[str, Array], None]:
+        """DAPO's dynamic sampling in its own form (Yu et al., 2025, arXiv:2503.14476,
+        "over-sample and filter"): ``m P`` prompts x ``G`` completions are sampled and
+        scored (``m = oversample``), and the batch is the first ``P`` groups, in draw
+        order, whose rewards are not all equal; if fewer than ``P`` have signal, the rest
+        of the batch is zero-signal groups with mask 0. DAPO repeats the draw until the
+        batch is full; this fixed-shape form draws once, so its ``kept_group_fraction``
+        can fall below 1 (logged). The step's rollouts, ``m P G``, are logged as
+        ``rollouts``."""
+        cfg = self.config
+        p, g, m = cfg.prompts_per_step, cfg.group_size, self.algorithm.oversample
+        problems = self.sample_problems(problem_key, m * p)
+        repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, g, axis=0), problems)
+        completion = self.sample_completions(state.params, repeated, sample_key)
+        reward, parts = self.score(repeated, completion)
+        grouped = reward.reshape(m * p, g)
+        usable = ~jnp.any(jnp.isnan(grouped), axis=1)
+        signal = usable & has_signal(jnp.where(jnp.isnan(grouped), 0.0, grouped))
+        # the first P groups with signal, in draw order (a stable sort puts them first)
+        chosen = jnp.argsort(~signal, stable=True)[:p]
+        take = lambda x: x.reshape(m * p, g, *x.shape[1:])[chosen].reshape(  # noqa: E731
+            p * g, *x.shape[1:])
+        problems = jax.tree_util.tree_map(lambda x: x[chosen], problems)
+        repeated, completion, chosen_reward, parts = jax.tree_util.tree_map(
+            take, (repeated, completion, reward, parts))
+        batch, metrics = self._group_batch(state, problems, repeated, completion,
+                                           chosen_reward, parts, rollouts=m * p * g)
+        metrics["signal_share_sampled"] = jnp.mean(signal.astype(jnp.float32))
+        return batch, metrics, None
+
+    def _group_batch(self, state, problems, repeated, completion, reward, parts, *,
+                     rollouts: int) -> tuple[GroupBatch, dict[str, Array]]:
+        """The :class:`GroupBatch` and sample metrics of ``P x G`` scored completions."""
+        cfg = self.config
+        p, g = cfg.prompts_per_step, cfg.group_size
         nan = jnp.isnan(reward).reshape(p, g)
         usable = ~jnp.any(nan, axis=1)
         rewards = jnp.where(nan, 0.0, reward.reshape(p, g))
@@ -667,9 +838,10 @@ class LMTrainer:
                                         completion.tokens, completion.mask)
         old = jnp.where(mask.astype(bool), categorical_log_prob(logits, completion.tokens),
                         0.0)
-        if cfg.kl_beta > 0:
+        if cfg.kl_beta > 0:  # the reference at the same temperature, without top-k
             ref = self.policy.completion_log_probs(state.reference, repeated.prompt,
-                                                   repeated.prompt_mask, completion.tokens, mask)
+                                                   repeated.prompt_mask, completion.tokens, mask,
+                                                   cfg.temperature)
         else:
             ref = old
         truncated = is_truncated(completion.tokens, completion.mask)
@@ -687,8 +859,9 @@ class LMTrainer:
             "kept_group_fraction": jnp.mean(keep.astype(jnp.float32)),
             "nan_rewards": jnp.sum(nan).astype(jnp.int32),
             "mean_level": jnp.mean(problems.level.astype(jnp.float32)),
+            "rollouts": jnp.asarray(rollouts, jnp.int32),
         }
-        return batch, metrics, selection
+        return batch, metrics
 
     def grpo_update(self, state, problem_key, sample_key, update_key):
         """One GRPO step: :meth:`grpo_batch`, then ``mu`` updates through
@@ -715,6 +888,33 @@ class LMTrainer:
             curriculum, _ = self.sampler.update(curriculum, selection, batch.rewards)
         return params, opt_state, curriculum, metrics
 
+    def sft_update(self, state, problem_key, sample_key, update_key):
+        """One supervised step of the control arm
+        (:class:`~rljax.training.lm_config.LMSFTConfig`): the cross-entropy of one
+        :meth:`supervised_batch` (the seed's bank, if any), Adam at
+        :meth:`rl_optimizer`'s rate; ``(params, opt_state, curriculum, metrics)`` with
+        ``loss`` and ``rollouts`` (0: nothing is sampled)."""
+        del sample_key, update_key
+        problems = self.supervised_batch(problem_key, state.bank)
+        loss, grads = jax.value_and_grad(self.sft_loss)(state.params, problems)
+        updates, opt_state = self.rl_optimizer().update(grads, state.opt_state, state.params)
+        return (optax.apply_updates(state.params, updates), opt_state, state.curriculum,
+                {"loss": loss, "rollouts": jnp.zeros((), jnp.int32)})
+
+    def sampled_correct(self, policy_params: Any, problems: Problems, key: PRNGKey,
+                        num_samples: int, temperature: float = 1.0) -> Array:
+        """float32 ``[N, num_samples]``: the task's accuracy of ``num_samples`` completions
+        of each of the ``N`` problems, sampled independently at ``temperature`` (no
+        top-k) from ``key`` -- the draws behind sampled accuracy, pass@k and a prompt's
+        pass rate ``p``."""
+        repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, num_samples, axis=0),
+                                          problems)
+        completion = self.policy.generate(
+            policy_params, repeated.prompt, repeated.prompt_mask, key,
+            max_new_tokens=self.config.max_new_tokens, temperature=temperature)
+        rewards = self.task.rewards(repeated, completion.tokens, completion.mask)
+        return rewards.accuracy.reshape(-1, num_samples)
+
     def ppo_actor_critic(self, params, obs):
         """``(logits [B, N, V], values [B, N])`` of the completion tokens in ``obs``."""
         prompt_len = obs["prompt"].shape[1]
@@ -722,7 +922,8 @@ class LMTrainer:
         tokens = jnp.concatenate([obs["prompt"], obs["completion"]], axis=1)
         mask = jnp.concatenate([obs["prompt_mask"], obs["completion_mask"]], axis=1)
         logits = self.policy.logits(params["policy"], tokens, mask)
-        logits = logits[:, prompt_len - 1: prompt_len - 1 + n]
+        logits = sampling_logits(logits[:, prompt_len - 1: prompt_len - 1 + n],
+                                 self.config.temperature, self.config.top_k or None)
         values = self.value.completion_values(params["value"], obs["prompt"],
                                               obs["prompt_mask"], obs["completion"],
                                               obs["completion_mask"])
@@ -744,7 +945,8 @@ class LMTrainer:
         old = jnp.take_along_axis(log_softmax(logits), completion.tokens[..., None], -1)[..., 0]
         maskf = mask.astype(jnp.float32)
         ref = self.policy.completion_log_probs(state.reference, problems.prompt,
-                                               problems.prompt_mask, completion.tokens, mask)
+                                               problems.prompt_mask, completion.tokens, mask,
+                                               cfg.temperature)
         length = jnp.sum(mask, axis=1)
         last = jax.nn.one_hot(length - 1, mask.shape[1]) * maskf
         token_rewards = reward[:, None] * last - cfg.kl_beta * (old - ref) * maskf
@@ -898,9 +1100,10 @@ def load_checkpoint_policy(checkpoint: str | Path, context_length: int,
     return policy, params
 
 
-def make_lm_trainer(config: LMTrainConfig, algorithm: LMGRPOConfig | LMPPOConfig | None = None,
-                    decoder: LMDecoderConfig | None = None, task: LMTask | None = None
-                    ) -> LMTrainer:
+def make_lm_trainer(config: LMTrainConfig,
+                    algorithm: LMGRPOConfig | LMPPOConfig | LMSFTConfig | None = None,
+                    decoder: LMDecoderConfig | None = None, task: LMTask | None = None,
+                    warm_start: Any = None) -> LMTrainer:
     """Validate a run's values (:func:`check_lm_trainer`) and build its trainer.
 
     Args:
@@ -913,6 +1116,9 @@ def make_lm_trainer(config: LMTrainConfig, algorithm: LMGRPOConfig | LMPPOConfig
         :func:`load_checkpoint_policy`).
       task: an :class:`~rljax.training.lm_config.LMTask`; ``None``:
         :func:`arithmetic_task` of ``config`` (levels 0 and 1, 8 prompt columns).
+      warm_start: ``None``, or a :class:`~rljax.training.lm_warm_start.WarmStart`
+        (:func:`~rljax.training.lm_warm_start.cached_warm_start`) whose per-seed params
+        replace the warm-up.
 
     Returns:
       the :class:`LMTrainer`, whose ``init / advance / finish`` feed
@@ -942,7 +1148,7 @@ def make_lm_trainer(config: LMTrainConfig, algorithm: LMGRPOConfig | LMPPOConfig
         sampler = build(classifier, config.prompts_per_step, config.group_size)
     check_policy_vocabulary(policy, initial, vocab.vocab_size)
     return LMTrainer(config=config, algorithm=algorithm, policy=policy, value=value, task=task,
-                     sampler=sampler, initial=initial)
+                     sampler=sampler, initial=initial, warm_start=warm_start)
 
 
 def check_policy_vocabulary(policy: CausalLM, initial: InitialParams | None,

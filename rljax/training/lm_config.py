@@ -5,9 +5,10 @@ One run of :func:`rljax.training.lm.make_lm_trainer` is four values:
 * :class:`rljax.training.lm.LMTrainConfig`: what every run shares (completion length,
   warm-up, RL schedule, optimizer, clip and KL, sampling, reward weights, evaluation,
   model size);
-* the algorithm: :class:`LMGRPOConfig` (GRPO and its published variants) or
-  :class:`LMPPOConfig` (PPO with a value model); a field only one algorithm reads lives
-  only in its config, so a GRPO knob on a PPO run cannot be written;
+* the algorithm: :class:`LMGRPOConfig` (GRPO and its published variants),
+  :class:`LMPPOConfig` (PPO with a value model) or :class:`LMSFTConfig` (continued
+  supervised training, the control); a field only one algorithm reads lives only in its
+  config, so a GRPO knob on a PPO run cannot be written;
 * the policy: ``None`` for :class:`~rljax.policies.lm.TinyLM`, or an
   :class:`LMDecoderConfig` for the Llama / Qwen2-style
   :class:`~rljax.policies.decoder.Decoder` (its grouped-query heads, SwiGLU width, tied
@@ -74,6 +75,10 @@ class LMGRPOConfig:
       entropy_top_q: 0 (off) or ``q`` in ``(0, 1]``: train on the top-``q`` entropy tokens.
       dynamic_sampling: the zero-signal groups leave the loss (the equal-budget form of
         DAPO's dynamic sampling).
+      oversample: ``m >= 1``; with ``m > 1`` (and ``dynamic_sampling``) DAPO's own form:
+        each step samples ``m P`` prompts x ``G`` completions (``m P G`` rollouts) and
+        trains on the first ``P`` groups with signal, in draw order; when fewer than
+        ``P`` have signal, zero-signal groups fill the batch with mask 0.
       curriculum: ``"none"``, or a :mod:`rljax.curriculum` sampler over the task's levels
         as "prompts" (difficulty = level): ``"uniform"`` or ``"prompt_gdro"``.
     """
@@ -94,6 +99,9 @@ class LMGRPOConfig:
                                  low=0.0, high=1.0)
     dynamic_sampling: bool = param(False, "zero-signal groups leave the loss (DAPO's "
                                    "dynamic sampling, equal-budget form)")
+    oversample: int = param(1, "DAPO's refill: sample oversample x P prompts and keep the "
+                            "first P groups with signal (needs dynamic_sampling; 1 = off)",
+                            low=1)
     curriculum: str = param("none", "none (the task draws the levels), or a curriculum "
                             "sampler over the levels: uniform or prompt_gdro",
                             choices=CURRICULA)
@@ -105,6 +113,34 @@ class LMGRPOConfig:
         if self.scale_rewards and self.advantage not in SCALED_ADVANTAGES:
             raise ConfigError(f"scale_rewards: applies to advantage in {SCALED_ADVANTAGES}, "
                               f"not {self.advantage!r}; leave it ''")
+        if self.oversample > 1 and not self.dynamic_sampling:
+            raise ConfigError(f"oversample: needs dynamic_sampling=True (the refill keeps "
+                              f"groups with signal), got {self.oversample}")
+        if self.oversample > 1 and self.curriculum != "none":
+            raise ConfigError(f"oversample: a curriculum draws exactly P prompts; use "
+                              f"oversample=1 with curriculum={self.curriculum!r}")
+
+
+@dataclass(frozen=True)
+class LMSFTConfig:
+    """Continued supervised training, the control arm of an RL study: each step of the
+    "RL" phase is one supervised step instead (cross-entropy of ``sft_batch`` correct
+    solutions, Adam at ``sft_learning_rate`` -- the warm-up's constant rate -- with the
+    RL phase's ``lr_warmup_steps`` and no gradient clip), drawn like the warm-up's: fresh
+    training problems, or with ``label_bank`` the seed's fixed bank. It reads no reward.
+    What it measures is the ceiling when labels exist (or, with a bank, what more
+    supervised training on the few labels gives). Each step's batch is ``sft_batch``
+    problems (prompts ``[sft_batch, Lp]``, solutions ``[sft_batch, Ls]``).
+
+    Attributes:
+      (none: the shared :class:`~rljax.training.lm.LMTrainConfig` fields ``sft_batch``,
+      ``sft_learning_rate``, ``label_bank``, ``lr_warmup_steps`` and ``rl_steps`` say
+      everything; the class names the algorithm.)
+    """
+
+    def validate(self) -> None:
+        """Nothing to check (no fields)."""
+        check_fields(self)
 
 
 @dataclass(frozen=True)
