@@ -118,6 +118,8 @@ CI_SLOW = {
         "returns (final_returns of a PPO sweep) and the loop-reference tests",
     "test_cli_interrupt.py::test_ctrl_c_during_compile_exits_130_quietly[2.5]":
         "the [1.0] case (also inside the first compile)",
+    "test_lm_recipe.py::test_old_log_probs_are_the_samplers_at_temperature_and_top_k[ppo]":
+        "the [grpo] case (the shared sampling_logits and completion_log_probs path)",
 }
 
 
