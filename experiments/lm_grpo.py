@@ -308,16 +308,34 @@ def signal_analysis(config: Config, trainer: LMTrainer, start: Any, end: Any) ->
     predicted = np.asarray(zero_signal_probability(n, out["start"].sum(-1).astype(int), g))
     delta = out["end"].mean(-1) - out["start"].mean(-1)
     c_end = out["end"].sum(-1).astype(int)
-    rows = []
+    rows, per_bin, note = [], [], None
+    key = jax.random.key(config.base_seed + 102)
     for b, (lo, hi) in enumerate(BINS):
         inside = bins == b
-        per_seed = [delta[s][inside[s]].mean() for s in range(config.seeds) if inside[s].any()]
+        # each seed's mean change over its prompts in the bin (NaN: none there)
+        per_bin.append(np.array([delta[s][inside[s]].mean() if inside[s].any() else np.nan
+                                 for s in range(config.seeds)], delta.dtype))
+        per_seed = per_bin[-1][np.isfinite(per_bin[-1])]
+        interval = None
+        if per_seed.size >= 2:
+            iv = reported_interval("mean", per_seed, key=jax.random.fold_in(key, b),
+                                   reps=config.bootstrap_reps)
+            interval, note = [float(iv.low), float(iv.high)], iv.note
         rows.append({"bin": [lo, hi], "share_of_prompts": float(inside.mean()),
                      "zero_signal_observed": _masked_mean(zero, inside),
                      "zero_signal_predicted": _masked_mean(predicted, inside),
-                     "delta_p": float(np.mean(per_seed)) if per_seed else None,
-                     "delta_p_seeds": len(per_seed)})
-    return {"by_bin": rows,
+                     "delta_p": float(np.mean(per_seed)) if per_seed.size else None,
+                     "delta_p_ci": interval, "delta_p_seeds": int(per_seed.size)})
+    # the edge claim, paired per seed: the lowest non-zero bin minus the (0.5, 0.75] bin
+    low, high = per_bin[1], per_bin[3]
+    both = np.isfinite(low) & np.isfinite(high)
+    edge = None
+    if both.sum() >= 2:
+        iv = reported_interval("paired_difference", low[both], high[both],
+                               key=jax.random.fold_in(key, 99), reps=config.bootstrap_reps)
+        edge = {"point": float(iv.point), "ci": [float(iv.low), float(iv.high)],
+                "seeds": int(both.sum()), "note": iv.note}
+    return {"by_bin": rows, "delta_p_note": note, "delta_p_low_minus_mid": edge,
             "zero_signal_observed_start": float(zero.mean()),
             "zero_signal_predicted_start": float(predicted.mean()),
             "zero_signal_predicted_end": float(np.mean(zero_signal_probability(n, c_end, g))),
@@ -650,15 +668,24 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
               f"{s['zero_signal_logged_by_chunk'][0]:.3f} in its first chunk and "
               f"{s['zero_signal_logged_by_chunk'][-1]:.3f} in its last (predicted at the end "
               f"{sig['zero_signal_predicted_end']:.3f}).", "",
-              "| p bin (start) | prompts | zero-signal observed | predicted | Δp after GRPO |",
-              "|---|---:|---:|---:|---:|"]
+              "| p bin (start) | prompts | zero-signal observed | predicted | Δp after GRPO "
+              "[95 % CI, seeds] |", "|---|---:|---:|---:|---:|"]
     for row in s["signal_fraction_by_bin"]:
         lo, hi = row["bin"]
         label = f"p = {lo:g}" if lo == hi else f"({lo:g}, {hi:g}{')' if hi == 1 else ']'}"
+        change = format_number(row["delta_p"])
+        if row.get("delta_p_ci"):
+            change += f" [{row['delta_p_ci'][0]:+.3f}, {row['delta_p_ci'][1]:+.3f}]"
         lines.append(f"| {label} | {row['share_of_prompts']:.3f} | "
                      f"{format_number(row['zero_signal_observed'])} | "
-                     f"{format_number(row['zero_signal_predicted'])} | "
-                     f"{format_number(row['delta_p'])} |")
+                     f"{format_number(row['zero_signal_predicted'])} | {change} |")
+    edge = sig.get("delta_p_low_minus_mid")
+    if edge:
+        lines += ["", f"Δp of the (0, 0.25] bin minus the (0.5, 0.75] bin, paired per seed: "
+                  f"{edge['point']:+.3f} [{edge['ci'][0]:+.3f}, {edge['ci'][1]:+.3f}] "
+                  f"({edge['seeds']} seeds) -- "
+                  + ("learning concentrates on the prompts the model solves rarely." if
+                     edge["ci"][0] > 0 else "no concentration on the hard end is shown.")]
     lines.append("")
     for arm, what in (("dapo_updates", "at equal updates"), ("dapo_rollouts",
                                                             "at equal rollouts")):

@@ -30,6 +30,9 @@ def test_quick_run_writes_every_figure(tmp_path):
     assert low <= summary["heldout_gain"] <= high
     assert len(summary["pass_at_k_start"]) == lm_grpo.QUICK["pass_samples"]
     assert len(summary["signal_fraction_by_bin"]) == len(lm_grpo.BINS)
+    for row in summary["signal_fraction_by_bin"]:  # an interval wherever 2+ seeds have data
+        assert (row["delta_p_ci"] is not None) == (row["delta_p_seeds"] >= 2)
+    assert "delta_p_low_minus_mid" in summary["signal"]
     arms = summary["arms"]
     assert set(arms) == set(lm_grpo.ARMS)
     q = lm_grpo.QUICK

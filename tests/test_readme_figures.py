@@ -196,6 +196,9 @@ def _lm_grpo(s):
         f"against pass@1 {c('search_pass_at_1')}",
         f"GRPO / PPO **{s['memory_ratio']:.2f}**",
         f"held-out greedy gain **{c('heldout_gain', True)}** (8 seeds",
+        "minus Δp for 0.5 < p ≤ 0.75 is " + ci(s["signal"]["delta_p_low_minus_mid"]["point"],
+                                                s["signal"]["delta_p_low_minus_mid"]["ci"],
+                                                sign=True),
     ]
 
 
