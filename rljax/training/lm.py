@@ -658,20 +658,24 @@ class LMTrainer:
         return reward, rewards
 
     # -- one seed's run --------------------------------------------------------------
-    def warm_start_params(self, key: PRNGKey) -> Params:
+    def warm_start_params(self, key: PRNGKey, bank: Any = None) -> Params:
         """The seed's warm-started policy (``key``: the seed's key, ``[]``): the initial
         policy after :meth:`warm_up` -- what :meth:`init` computes, or reads from the
-        trainer's ``warm_start`` cache (:mod:`rljax.training.lm_warm_start`)."""
+        trainer's ``warm_start`` cache (:mod:`rljax.training.lm_warm_start`). ``bank``:
+        the seed's :meth:`label_bank` if the caller already drew it (``None``: drawn
+        here from the same key)."""
         init_key, _, sft_key, _ = jax.random.split(key, 4)
         if self.warm_start is not None:
             return self.warm_start.lookup(key)
-        return self.warm_up(self.initial_policy(init_key), sft_key, self.label_bank(sft_key))
+        bank = self.label_bank(sft_key) if bank is None else bank
+        return self.warm_up(self.initial_policy(init_key), sft_key, bank)
 
     def init(self, key: PRNGKey) -> LMTrainState:
         """Initialise, warm up (or read the cached warm start), freeze the reference,
         evaluate."""
         _, value_key, sft_key, run_key = jax.random.split(key, 4)
-        policy_params = self.warm_start_params(key)
+        bank = self.label_bank(sft_key)  # drawn once: the warm-up's and the SFT arm's
+        policy_params = self.warm_start_params(key, bank)
         if self.is_ppo:
             params = {"policy": policy_params, "value": self.initial_value(value_key)}
         else:
@@ -685,7 +689,7 @@ class LMTrainer:
                             eval_correct=evaluation["correct"],
                             start_correct=evaluation["correct"],
                             curriculum=() if self.sampler is None else self.sampler.init(None),
-                            nonfinite_step=jnp.int32(-1), bank=self.label_bank(sft_key))
+                            nonfinite_step=jnp.int32(-1), bank=bank)
 
     def rl_step(self, state: LMTrainState) -> tuple[LMTrainState, dict[str, Array]]:
         """One GRPO or PPO step (module docstring); returns the new state and metrics."""
