@@ -12,7 +12,8 @@ grpo             group-relative advantage (mean and std of the group), per-respo
 dr_grpo          group-mean advantage (no std), ``sequence-mean-token-sum-norm`` (a constant
                  normaliser instead of each response's length); Liu et al. (2025)
 dapo             clip-higher (0.2 / 0.28), ``token-mean``, dynamic sampling (groups without
-                 signal leave the loss) and overlong reward shaping; Yu et al. (2025)
+                 signal leave the loss) and overlong reward shaping (inert at the default
+                 12 tokens, below); Yu et al. (2025)
 dapo_sym_clip    DAPO with a symmetric clip (0.2 / 0.2): the ablation that isolates clip-higher
 gspo             sequence-level importance ratio, clip 3e-4 / 4e-4; Zheng et al. (2025)
 rloo             leave-one-out baseline; Ahmadian et al. (2024)
@@ -22,19 +23,36 @@ reinforce_pp     REINFORCE++: group-free, batch-whitened advantages, ``token-mea
 
 Every arm shares the study's :class:`~rljax.training.lm.LMTrainConfig` fields except those
 its settings above name (DAPO's and GSPO's clip; DAPO's overlong shaping, ``L_max =
-max_new_tokens`` and ``L_cache = dapo_overlong_cache``): no KL term (``kl_beta = 0`` by
-default), ``mu`` inner iterations per batch (2 by default: with one, every ratio is 1 and no
-clip can act), the same prompts and completions per step (equal rollouts: DAPO's dynamic
-sampling is the equal-budget form, see :mod:`rljax.training.lm`), the same warm-up (seed
-``i``'s key is the same in every arm, so its supervised warm-up is bitwise the same) and the
-same evaluation prompts. The learning rate is each arm's own: tuned over ``lr_grid``.
+max_new_tokens`` and ``L_cache = dapo_overlong_cache``: 0 by default, since the recipe's 12
+tokens are the widest level-4 solution's, so any ``L_cache`` would penalise correct
+solutions (about three quarters of them have 10 to 12 tokens); the shaping is inert unless
+both are raised). The defaults are the library's
+:data:`rljax.training.lm.EQUATION_RECIPE` (12 completion tokens; a 300-step warm start of
+128 problems at a constant 1e-3; 200 RL steps of 32 prompts x 8 completions after a 20-step
+learning-rate warm-up; 512 evaluation prompts) with ``mu = 2`` (with one inner iteration
+every ratio is 1 and no clip can act), no KL term, equal rollouts (DAPO's dynamic sampling
+in its equal-budget form, see :mod:`rljax.training.lm`) and the same evaluation prompts.
+The warm start depends only on the model, the task and the warm-up fields, which every arm
+shares: :func:`rljax.training.lm_warm_start.cached_warm_start` computes it once per run,
+before any arm (``out_dir/warm_start``; the tuning and evaluation seeds and a block of
+padding), and every trainer reads it, so every arm at every rate starts seed ``i`` from
+bitwise the same params.
 
-**Tuning.** Each arm's learning rate is chosen from the same grid (``lr_grid``, ``K``
-rates) on the same ``tuning_seeds`` seeds by the mean final held-out accuracy; only the
-winner is re-run on ``seeds`` fresh evaluation seeds (:func:`rljax.tune.equal_budget`;
-the winner's curse is measured as the optimism). The winners are compared with GRPO's
-winner on the shared evaluation seeds: paired differences with their interval, and paired
-t-test p-values Holm-corrected over the arms.
+**Tuning.** Each arm's learning rate is chosen from the same grid (``lr_grid``) on the same
+``tuning_seeds`` seeds by the mean final held-out accuracy; while the winner is the lowest
+or highest rate tried, one more rate beyond that edge (:func:`rljax.tune.extend_grid`) is
+tuned on the same seeds, at most ``max_grid_extensions`` times, and the report says whether
+each arm's rate ends interior or at an edge. Only the winner runs on ``seeds`` fresh
+evaluation seeds (:func:`rljax.tune.tune`, whose optimism measures the winner's curse over
+every rate tried); the winners are compared with GRPO's on those seeds: paired differences
+with their interval, paired t-test p-values Holm-corrected over the arms.
+
+**Cost** (2-core CPU): a seed-run of the RL phase takes about 40 s idle (68 s measured
+with the cores shared by other jobs) and each (arm, rate) compiles in about 20 s. The
+default run, 7 arms x 3 rates x 2 tuning seeds + 7 x 6 evaluation seeds = 84 seed-runs
+(56 min), 21 compilations (7 min) and one warm start of 10 seeds (a few minutes), takes
+about 65 minutes idle, plus about 2 minutes per grid extension (at most 14). Six
+evaluation seeds are the fewest the paired comparisons need.
 
 **Task.** Level 4 of :mod:`rljax.envs.arithmetic` by default: linear equations solved in
 ``;``-separated steps (``3x+4=19;`` -> ``3x=15;x=5``), where a completion's length can
@@ -74,12 +92,27 @@ from rljax.plots import plot_sample_efficiency
 from rljax.report import Figure, figures_table, format_number
 from rljax.stats.reported import reported_interval
 from rljax.sweep import ChunkedSweep
-from rljax.training.lm import LMTrainConfig, arithmetic_task, check_lm_trainer, make_lm_trainer
+from rljax.training.lm import (
+    EQUATION_PROMPT_LENGTH,
+    EQUATION_RECIPE,
+    LMTrainConfig,
+    arithmetic_task,
+    check_lm_trainer,
+    make_lm_trainer,
+)
 from rljax.training.lm_config import (
     LMArchitectureConfig,
     LMDecoderConfig,
     LMGRPOConfig,
     config_from,
+)
+from rljax.training.lm_warm_start import WarmStart, cached_warm_start
+from rljax.tune import (
+    EqualBudget,
+    SeedSplit,
+    grid_position,
+    seed_split,
+    tune_extended,
 )
 
 NAME = "lm-variants"
@@ -110,8 +143,7 @@ CURVES = ("eval_held_out_accuracy", "accuracy", "entropy", "response_length_corr
 TrainerArgs = tuple[LMTrainConfig, LMGRPOConfig, LMDecoderConfig | None, ArithmeticTask]
 """``make_lm_trainer``'s arguments for one arm: config, algorithm, decoder, task."""
 
-_Defaults = with_defaults(LMTrainConfig, max_new_tokens=16, sft_steps=300, rl_steps=100,
-                          prompts_per_step=8, mu=2)
+_Defaults = with_defaults(LMTrainConfig, **EQUATION_RECIPE, mu=2)
 
 
 @dataclass(frozen=True)
@@ -122,27 +154,33 @@ class Config(_Defaults, LMArchitectureConfig):
     ids ``0 ..``) pick each arm's learning rate from ``lr_grid``; ``arms`` is a
     comma-separated subset of :data:`ARMS` that must contain ``grpo`` (the reference).
     The trainer's shared :class:`rljax.training.lm.LMTrainConfig` fields (this study's
-    defaults: 16 completion tokens, 300 warm-up steps, 100 RL steps of 8 prompts, mu 2)
-    apply to every arm except where the arm's settings name the field; ``learning_rate``
-    is not read (each arm's rate is tuned over ``lr_grid``), so only its default is
-    accepted. The policy is :class:`rljax.training.lm_config.LMArchitectureConfig`'s
+    defaults: :data:`~rljax.training.lm.EQUATION_RECIPE` with ``mu = 2``, since with one
+    inner iteration every ratio is 1 and no clip can act) apply to every arm except where
+    the arm's settings name the field; ``learning_rate`` is not read (each arm's rate is
+    tuned over ``lr_grid``, extended by up to ``max_grid_extensions`` rates while the
+    winner is at an edge), so only its default is accepted. The policy is
+    :class:`rljax.training.lm_config.LMArchitectureConfig`'s
     (``architecture="decoder"`` for the Llama-style decoder; ``checkpoint`` a local Hugging
     Face-layout directory to start every seed from, docs/hf_checkpoints.md).
     """
 
-    seeds: int = param(16, "evaluation seeds of every arm's winner", sweep=False, low=2)
+    seeds: int = param(6, "evaluation seeds of every arm's winner", sweep=False, low=2)
     tuning_seeds: int = param(2, "seeds that pick each arm's learning rate (ids 0 ..)",
                               sweep=False, low=2)
     block_size: int = param(2, "seeds per compiled block", sweep=False, low=1)
     base_seed: int = param(0, "the sweeps' base seed", sweep=False, low=0, high=2**31 - 1)
     arms: str = param(",".join(ARMS), "comma-separated arms (ARMS), including grpo",
                       sweep=False)
-    lr_grid: str = param("1e-4,3e-4,1e-3", "comma-separated learning rates each arm is "
+    lr_grid: str = param("3e-5,1e-4,3e-4", "comma-separated learning rates each arm is "
                          "tuned over", sweep=False)
+    max_grid_extensions: int = param(2, "rates added beyond the grid's edge, one at a time, "
+                                     "while an arm's tuned rate is its grid's lowest or "
+                                     "highest", sweep=False, low=0)
     levels: str = param("4", "comma-separated arithmetic levels (one with a held-out split: "
                         "1, 2 or 4)")
-    prompt_length: int = param(11, "the task's prompt columns (with BOS)", low=1)
-    dapo_overlong_cache: int = param(3, "the DAPO arms' overlong L_cache (their L_max is "
+    prompt_length: int = param(EQUATION_PROMPT_LENGTH, "the task's prompt columns (with BOS)",
+                               low=1)
+    dapo_overlong_cache: int = param(0, "the DAPO arms' overlong L_cache (their L_max is "
                                      "max_new_tokens)", low=0)
     bootstrap_reps: int = param(2000, "bootstrap resamples of the intervals", sweep=False,
                                 low=1)
@@ -157,16 +195,17 @@ class Config(_Defaults, LMArchitectureConfig):
         return names
 
     def learning_rates(self) -> tuple[float, ...]:
-        """The learning-rate grid (one-line ``ConfigError`` naming ``lr_grid`` if
+        """The learning-rate grid, ascending (one-line ``ConfigError`` naming ``lr_grid`` if
         invalid)."""
         try:
             rates = tuple(float(v) for v in self.lr_grid.split(",") if v.strip())
         except ValueError:
             rates = ()
-        if not rates or not all(math.isfinite(r) and r > 0 for r in rates):
-            raise ConfigError(f"lr_grid: must be comma-separated positive numbers, got "
-                              f"{self.lr_grid!r}")
-        return rates
+        if (not rates or not all(math.isfinite(r) and r > 0 for r in rates)
+                or len(set(rates)) != len(rates)):
+            raise ConfigError(f"lr_grid: must be distinct comma-separated positive numbers, "
+                              f"got {self.lr_grid!r}")
+        return tuple(sorted(rates))
 
     def level_tuple(self) -> tuple[int, ...]:
         """The levels as ints (``"1,4"`` -> ``(1, 4)``)."""
@@ -198,7 +237,7 @@ class Config(_Defaults, LMArchitectureConfig):
         declaration, the arms, grid and levels, every arm's trainer values, then the
         checkpoint (read now) and the task's held-out levels."""
         check_fields(self)
-        default_rate = LMTrainConfig.__dataclass_fields__["learning_rate"].default
+        default_rate = type(self).__dataclass_fields__["learning_rate"].default
         if self.learning_rate != default_rate:
             raise ConfigError(f"learning_rate: not read by lm-variants (each arm's rate is "
                               f"tuned over lr_grid); set lr_grid instead, got "
@@ -228,6 +267,9 @@ class Config(_Defaults, LMArchitectureConfig):
 
 
 _TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(LMTrainConfig))
+_PROTOCOL = ("max_grid_extensions", "tuning_seeds", "rl_steps", "prompts_per_step",
+             "group_size", "mu", "lr_warmup_steps", "sft_steps", "sft_batch",
+             "sft_learning_rate", "max_new_tokens", "dapo_overlong_cache")
 
 
 def _study_message(message: str, config: Config) -> str:
@@ -252,61 +294,88 @@ def held_out_scores(correct: np.ndarray, held_out: np.ndarray) -> np.ndarray:
 
 
 def _runner(config: Config, arm: str, held_out: np.ndarray, store: dict[str, Any],
-            split: Any, options: Any = None) -> Any:
-    """``run_configs(indices, first_seed, num_seeds) -> [k, num_seeds]`` final held-out
-    accuracy for :func:`rljax.tune.tune`; every call's outputs are kept in ``store``."""
-    rates = config.learning_rates()
-    sweeps: dict[int, ChunkedSweep] = {}  # one compiled program per rate, reused
+            warm_start: WarmStart | None, options: Any = None) -> Any:
+    """``run_rates(rates [k], first_seed, num_seeds) -> [k, num_seeds]`` final held-out
+    accuracy of ``arm`` at each rate (every trainer reads ``warm_start``); the evaluation
+    outputs and every call's seconds are kept in ``store``."""
+    sweeps: dict[float, ChunkedSweep] = {}  # one compiled program per rate, reused
+    store.update(seconds=0.0, evaluation=[])
 
-    def sweep_for(i: int) -> ChunkedSweep:
-        if i not in sweeps:
-            trainer = make_lm_trainer(*config.trainer_args(arm, rates[i]))
-            sweeps[i] = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
-                                     num_chunks=trainer.config.num_chunks,
-                                     base_seed=config.base_seed, block_size=config.block_size)
-        return sweeps[i]
+    def sweep_for(rate: float) -> ChunkedSweep:
+        if rate not in sweeps:
+            trainer = make_lm_trainer(*config.trainer_args(arm, rate), warm_start)
+            sweeps[rate] = ChunkedSweep(trainer.init, trainer.advance, trainer.finish,
+                                        num_chunks=trainer.config.num_chunks,
+                                        base_seed=config.base_seed,
+                                        block_size=config.block_size)
+        return sweeps[rate]
 
-    def run_configs(indices, first_seed, num_seeds):
-        phase = "evaluation" if first_seed == split.evaluation_first else "tuning"
-        scores, outputs, seconds = [], [], 0.0
-        for i in np.asarray(indices, np.int64):
-            result = sweep_for(int(i)).run(int(num_seeds), first_seed=int(first_seed),
-                               desc=f"{NAME}:{arm}:lr={rates[int(i)]:g}:{phase}",
-                               options=options)
-            seconds += result.compile_seconds + result.run_seconds
-            outputs.append({"logs": {k: np.asarray(v) for k, v in result.outputs["logs"].items()
-                                     if k in CURVES or k == "length"},
-                            "final": {k: np.asarray(v) for k, v in
-                                      result.outputs["final"].items()}})
-            scores.append(held_out_scores(outputs[-1]["final"]["eval_correct"], held_out))
-        store[phase] = {"indices": np.asarray(indices, np.int64), "outputs": outputs,
-                        "seconds": seconds}
+    def run_rates(rates, first_seed, num_seeds):
+        phase = "tuning" if first_seed < config.tuning_seeds else "evaluation"
+        scores = []
+        for rate in np.asarray(rates, np.float64).tolist():
+            result = sweep_for(rate).run(int(num_seeds), first_seed=int(first_seed),
+                                         desc=f"{NAME}:{arm}:lr={rate:g}:{phase}",
+                                         options=options)
+            store["seconds"] += result.compile_seconds + result.run_seconds
+            final = {k: np.asarray(v) for k, v in result.outputs["final"].items()}
+            if phase == "evaluation":
+                store["evaluation"].append({
+                    "logs": {k: np.asarray(v) for k, v in result.outputs["logs"].items()
+                             if k in CURVES or k == "length"}, "final": final})
+            scores.append(held_out_scores(final["eval_correct"], held_out))
         return np.stack(scores)
 
-    return run_configs
+    return run_rates
+
+
+def compare_arms(runners: dict[str, Any], config: Config, split: SeedSplit, key: Any
+                 ) -> tuple[EqualBudget, dict[str, tuple[tuple[float, ...], int]]]:
+    """Every arm through :func:`tune_extended` on the same grid and seeds, and each
+    winner's paired difference with GRPO's on the evaluation seeds (keys as
+    :func:`rljax.tune.equal_budget` folds them). Returns the comparison and each arm's
+    (final grid, extensions)."""
+    results, grids = {}, {}
+    for i, (arm, run_rates) in enumerate(runners.items()):
+        results[arm], rates, extensions = tune_extended(
+            run_rates, config.learning_rates(), split, key=jax.random.fold_in(key, i),
+            max_extensions=config.max_grid_extensions, reps=config.bootstrap_reps)
+        grids[arm] = (rates, extensions)
+    base = results[REFERENCE].evaluation_scores
+    differences = {
+        arm: reported_interval("paired_difference", results[arm].evaluation_scores, base,
+                               key=jax.random.fold_in(key, len(runners) + i),
+                               reps=config.bootstrap_reps)
+        for i, arm in enumerate(runners) if arm != REFERENCE}
+    budget = {"configs": len(config.learning_rates()), "tuning_seeds": split.tuning_count,
+              "evaluation_seeds": split.evaluation_count}
+    return EqualBudget(results, differences, budget, REFERENCE), grids
 
 
 def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
-    """Tune, evaluate and compare every arm; writes results.parquet, summary.json,
-    report.md and the curves (accuracy.png, entropy.png, length_incorrect.png)."""
-    from rljax.tune import equal_budget, seed_split
-
+    """Tune, evaluate and compare every arm from one cached warm start; writes
+    results.parquet, summary.json, report.md and the curves (accuracy.png, entropy.png,
+    length_incorrect.png)."""
     start = time.perf_counter()
     config.validate()
-    trainer = make_lm_trainer(*config.trainer_args())
+    trainer = make_lm_trainer(*config.trainer_args())  # any arm's: they share the warm start
+    warm_seconds = time.perf_counter()
+    warm_start = cached_warm_start(
+        trainer, Path(out_dir) / "warm_start",
+        num_seeds=config.tuning_seeds + config.seeds + config.block_size,
+        base_seed=config.base_seed, block_size=config.block_size, options=options)
+    warm_seconds = time.perf_counter() - warm_seconds
     held_out = np.asarray(trainer.eval_held_out())
     split = seed_split(tuning_seeds=config.tuning_seeds, evaluation_seeds=config.seeds)
-    arms = config.arm_names()
-    stores: dict[str, dict[str, Any]] = {a: {} for a in arms}
-    runners = {a: _runner(config, a, held_out, stores[a], split, options) for a in arms}
+    stores: dict[str, dict[str, Any]] = {a: {} for a in config.arm_names()}
+    runners = {a: _runner(config, a, held_out, stores[a], warm_start, options) for a in stores}
     keys = iter(jax.random.split(jax.random.key(config.base_seed + 17), 256))
-    compared = equal_budget(runners, num_configs={a: len(config.learning_rates()) for a in arms},
-                            split=split, key=next(keys), reps=config.bootstrap_reps,
-                            reference=REFERENCE)
-    winners = {a: stores[a]["evaluation"]["outputs"][0] for a in arms}
-    summary = summarise(config, compared, winners, held_out, keys)
-    summary["train_seconds"] = {a: sum(stores[a][phase]["seconds"] for phase in stores[a])
-                                for a in arms}
+    compared, grids = compare_arms(runners, config, split, next(keys))
+    winners = {a: stores[a]["evaluation"][0] for a in stores}
+    summary = summarise(config, compared, winners, held_out, keys, grids)
+    summary["warm_start"] = {"file": warm_start.path.name, "seconds": warm_seconds,
+                             "seeds": warm_start.num_seeds}
+    summary["train_seconds"] = {a: stores[a]["seconds"] for a in stores}
     summary["wall_seconds"] = time.perf_counter() - start
     io.write_parquet(out_dir / "results.parquet", _table(winners, config))
     io.write_json(out_dir / "summary.json", summary)
@@ -405,11 +474,11 @@ def dapo_verdict(sym_change: dict[str, Any], dapo_change: dict[str, Any],
 
 
 def summarise(config: Config, compared: Any, winners: dict[str, Any], held_out: np.ndarray,
-              keys: Any) -> dict[str, Any]:
-    """The summary dict: per-arm accuracy (two-way), tuning, paired differences with Holm
-    p-values, curves' first/last chunk and the two verdicts."""
+              keys: Any, grids: dict[str, tuple[tuple[float, ...], int]]) -> dict[str, Any]:
+    """The summary dict: per-arm accuracy (two-way), tuning (final grid, extensions and
+    where the tuned rate sits), paired differences with Holm p-values, curves' first/last
+    chunk and the two verdicts."""
     reps = config.bootstrap_reps
-    rates = config.learning_rates()
     arms = list(winners)
     others = [a for a in arms if a != REFERENCE]
     per_arm: dict[str, Any] = {}
@@ -419,8 +488,11 @@ def summarise(config: Config, compared: Any, winners: dict[str, Any], held_out: 
         start = np.asarray(winners[a]["final"]["start_correct"], np.float64)[:, held_out]
         acc = reported_interval("two_way_mean", correct, key=next(keys), reps=reps)
         logs = winners[a]["logs"]
+        rates, extensions = grids[a]
         per_arm[a] = {
-            "learning_rate": rates[result.best],
+            "learning_rate": rates[result.best], "lr_grid": list(rates),
+            "grid_extensions": extensions,
+            "grid_position": grid_position(rates, rates[result.best]),
             "tuning_means": [float(v) for v in np.mean(result.tuning_scores, axis=1)],
             "tuning_point": result.tuning_point,
             "optimism": float(result.optimism.point),
@@ -475,12 +547,10 @@ def summarise(config: Config, compared: Any, winners: dict[str, Any], held_out: 
         "experiment": NAME,
         "arms": arms,
         "reference": REFERENCE,
-        "protocol": {"lr_grid": list(rates), "tuning_seeds": config.tuning_seeds,
-                     "evaluation_seeds": config.seeds, "selection": "mean held-out accuracy",
-                     "rl_steps": config.rl_steps, "prompts_per_step": config.prompts_per_step,
-                     "group_size": config.group_size, "mu": config.mu,
-                     "levels": list(config.level_tuple()), "sft_steps": config.sft_steps,
-                     "max_new_tokens": config.max_new_tokens},
+        "protocol": {"lr_grid": list(config.learning_rates()), "evaluation_seeds": config.seeds,
+                     "selection": "mean held-out accuracy",
+                     "levels": list(config.level_tuple()),
+                     **{name: getattr(config, name) for name in _PROTOCOL}},
         "eval_set": {"eval_seed": config.eval_seed,
                      "prompts": int(held_out.shape[0]),
                      "held_out_prompts": int(held_out.sum())},
@@ -553,6 +623,17 @@ def _plots(winners: dict[str, Any], config: Config, out_dir: Path, held_out: np.
             chunk_steps, bands, xlabel="RL step", ylabel=label, title=f"{NAME}: {metric}"))
 
 
+def _where(p: dict[str, Any]) -> str:
+    """Where an arm's tuned rate sits, after how many extensions (report.md)."""
+    n = p["grid_extensions"]
+    after = f" after {n} extension{'s' * (n != 1)}" if n else ""
+    if p["grid_position"] == "only":
+        return "the only rate"
+    if p["grid_position"] == "interior":
+        return "interior" + after
+    return f"at the {p['grid_position']} edge{after}"
+
+
 def _iv(point: float, ci: list[float]) -> str:
     return f"{format_number(point)} [{format_number(ci[0])}, {format_number(ci[1])}]"
 
@@ -562,39 +643,56 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
     the procedure."""
     per, proto, ev = summary["per_arm"], summary["protocol"], summary["eval_set"]
     figures = [Figure(f"{a}: held-out accuracy", p["accuracy"], *p["accuracy_ci"],
-                      f"lr {p['learning_rate']:g}; after warm-up "
+                      f"lr {p['learning_rate']:.3g}; after warm-up "
                       f"{format_number(p['accuracy_start'])}")
                for a, p in per.items()]
+    ws = summary.get("warm_start", {})
     lines = [
         f"# {NAME}", "", DESCRIPTION + ".", "",
-        f"Levels {proto['levels']}; warm-up {proto['sft_steps']} supervised steps; "
-        f"{proto['rl_steps']} RL steps of {proto['prompts_per_step']} prompts x "
-        f"{proto['group_size']} completions (mu {proto['mu']}) in every arm; learning rate "
-        f"of each arm chosen from {proto['lr_grid']} on {proto['tuning_seeds']} tuning seeds, "
-        f"winners run on {proto['evaluation_seeds']} fresh seeds; {ev['held_out_prompts']} "
-        f"held-out evaluation prompts (one fixed draw, eval_seed {ev['eval_seed']}, shared "
-        "by every seed and arm).", "", figures_table(figures), "",
+        f"Levels {proto['levels']}; one warm start per seed, shared bitwise by every arm and "
+        f"rate ({proto['sft_steps']} supervised steps of {proto['sft_batch']} problems at a "
+        f"constant {proto['sft_learning_rate']:g}, computed once: "
+        f"warm_start/{ws.get('file', '?')}); {proto['rl_steps']} RL steps of "
+        f"{proto['prompts_per_step']} prompts x {proto['group_size']} completions (mu "
+        f"{proto['mu']}, learning-rate warm-up {proto['lr_warmup_steps']} steps) in every "
+        f"arm; learning rate of each arm chosen from {proto['lr_grid']}, extended beyond an "
+        f"edge winner by up to {proto['max_grid_extensions']} rates, on "
+        f"{proto['tuning_seeds']} tuning seeds, winners run on {proto['evaluation_seeds']} "
+        f"fresh seeds; {ev['held_out_prompts']} held-out evaluation prompts (one fixed draw, "
+        f"eval_seed {ev['eval_seed']}, shared by every seed and arm).", "",
+        figures_table(figures), "",
         "## Paired differences against GRPO (evaluation seeds)", "",
         "| arm | tuned lr | difference in held-out accuracy [95 % CI] | p (paired t) | "
         "p (Holm) | optimism of tuning |", "|---|---:|---|---:|---:|---|"]
     for a, p in per.items():
         if a == REFERENCE:
             continue
-        lines.append(f"| {a} | {p['learning_rate']:g} | {_iv(p['difference'], p['difference_ci'])}"
+        lines.append(f"| {a} | {p['learning_rate']:.3g} | "
+                     f"{_iv(p['difference'], p['difference_ci'])}"
                      f" | {format_number(p['p_value'])} | {format_number(p['p_holm'])} | "
                      f"{_iv(p['optimism'], p['optimism_ci'])} |")
-    grid = proto["lr_grid"]
-    low_edge = [a for a, p in per.items() if p["learning_rate"] == min(grid)]
-    high_edge = [a for a, p in per.items() if p["learning_rate"] == max(grid)]
-    if len(grid) > 1 and (low_edge or high_edge):
-        edges = []
-        if low_edge:
-            edges.append(f"the grid's lowest rate ({min(grid):g}) for {', '.join(low_edge)}")
-        if high_edge:
-            edges.append(f"the grid's highest rate ({max(grid):g}) for {', '.join(high_edge)}")
-        lines += ["", f"The tuned rate is {' and '.join(edges)}: the best rate may lie "
-                  "outside the grid, so each arm's figure is its best within this grid, not "
-                  "its best."]
+    lines += ["", "## Tuned learning rates", "",
+              "| arm | rates tried (mean tuning accuracy) | tuned lr | where |",
+              "|---|---|---:|---|"]
+    for a, p in per.items():
+        tried = ", ".join(f"{r:.3g} ({format_number(m)})"
+                          for r, m in zip(p["lr_grid"], p["tuning_means"], strict=True))
+        lines.append(f"| {a} | {tried} | {p['learning_rate']:.3g} | {_where(p)} |")
+    edge = [a for a, p in per.items() if p["grid_position"] in ("lowest", "highest")]
+    grown = [a for a, p in per.items() if p["grid_extensions"] and a not in edge]
+    lines.append("")
+    if edge:
+        lines.append(f"The tuned rate of {', '.join(edge)} is still at an edge of the rates "
+                     "tried: the best rate may lie outside them, so each such figure is the "
+                     "arm's best among the rates tried, not its best.")
+    if grown:
+        lines.append(f"The grid of {', '.join(grown)} was extended until the tuned rate was "
+                     f"interior; each extension cost {proto['tuning_seeds']} more tuning "
+                     "seed-runs, so the tuning budget is equal on the base grid only.")
+    if not edge and not grown:
+        lines.append("Every arm's tuned rate is interior to the base grid." if
+                     all(p["grid_position"] == "interior" for p in per.values())
+                     else "A one-rate grid: no rate was tuned.")
     lines += ["", "## Claims", ""]
     claims = summary["claims"]
     if "dr_grpo_length" in claims:
