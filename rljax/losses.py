@@ -130,7 +130,7 @@ def clipped_surrogate_loss(
 
 
 def sequence_importance_ratio(log_probs: Array, old_log_probs: Array, mask: Array) -> Array:
-    """GSPO's length-normalised sequence ratio (Zheng et al., 2025).
+    """GSPO's length-normalised sequence ratio (Zheng et al., 2025)::
 
         s_i = exp( (1/|y_i|) * sum_t (log pi(y_it) - log pi_old(y_it)) )
 

@@ -8,11 +8,11 @@ it for seeds ``0 .. num_seeds-1``:
 * **Fixed blocks.** XLA compiles a different program for each batch shape, and on CPU
   the vectorised code for one shape can differ from another's in the last bits of a
   seed's result (measured here on the ORM-vs-PRM study: batch 4096 vs 256 moved about
-  10 % of seeds' final logits by up to 5e-7; see the README). So the sweep compiles **one** program
-  for a block of ``block_size`` seeds per device and runs every seed inside such a
-  block; the last round is padded with the next seed ids, whose results are dropped.
-  Seed ``i``'s result is then bitwise the same for any number of seeds, devices or
-  processes at a given block size. ``block_size`` is part of a run's config.
+  10 % of seeds' final logits by up to 5e-7; see docs/concepts/seeds.md). So the sweep
+  compiles **one** program for a block of ``block_size`` seeds per device and runs every
+  seed inside such a block; the last round is padded with the next seed ids, whose
+  results are dropped. Seed ``i``'s result is then bitwise the same for any number of
+  seeds, devices or processes at a given block size. ``block_size`` is part of a run's config.
 * **Devices and processes.** A round is ``block_size * num_devices`` seeds, sharded along
   the seed axis with ``jax.sharding.NamedSharding`` (a 1-D mesh named ``"seeds"`` over
   ``jax.devices()``, i.e. all devices of all processes); every device runs the same

@@ -1,14 +1,14 @@
-"""Record a study run's figures for the README: ``experiments/figures/NAME.json``.
+"""Record a study run's figures for its page: ``experiments/figures/NAME.json``.
 
     python scripts/record_figures.py results/orm-vs-prm [results/gdro ...]
 
 Each file holds the run's ``config`` (the study's Config as run), the code that ran it
-(``git_commit``, ``code_version``) and its ``summary`` (``summary.json``). The README's
-study figures are checked against these files by ``tests/test_readme_figures.py``: every
-quoted figure must be the committed summary's value at the README's rounding, and the
-committed config must be the study's current default, so a figure cannot outlive the
-config that produced it. ``scripts/regenerate_figures.py`` re-runs the studies and checks
-that the committed summaries come out again.
+(``git_commit``, ``code_version``) and its ``summary`` (``summary.json``). The study
+pages' figures (``docs/studies/NAME.md``) are checked against these files by
+``tests/test_study_figures.py``: every quoted figure must be the committed summary's value
+at the page's rounding, and the committed config must be the study's current default, so
+a figure cannot outlive the config that produced it. ``scripts/regenerate_figures.py``
+re-runs the studies and checks that the committed summaries come out again.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ one: equal within ``rtol=1e-6`` (the same key gives the same bits on the same ma
 and jaxlib; the tolerance allows another CPU's last bits). Timing figures (keys naming
 seconds, throughput or memory measured at run time) are skipped. Prints one line per
 study, exits 1 if any differs. Not part of CI (the full studies take minutes each);
-``tests/test_readme_figures.py`` checks the README against the committed files in CI.
+``tests/test_study_figures.py`` checks the study pages (``docs/studies/``) against the
+committed files in CI.
 """
 
 from __future__ import annotations

@@ -56,6 +56,10 @@ SLOW_FIRST = ("test_notebooks.py", "test_lm_training.py", "test_lm_grpo_study.py
 # them. Listed here rather than decorated where they stand because most are single cases
 # of a parametrised test. A name that no longer matches a collected test is an error.
 CI_SLOW = {
+    # the LM tutorial's toy run (about 30 s of CPU: the LM trainer's compile); the same
+    # path, a TINY config through ChunkedSweep with checkpoints, runs in the default run
+    "test_doc_pages.py::test_python_block_runs[python@docs/tutorials/lm_grpo.md:26]":
+        "tests/test_lm_training.py's chunked resume and GRPO step tests",
     # extra cases of a parametrised test: the other cases stay
     "test_gymnax_adapter.py::test_every_registered_env_steps_through_the_adapter"
     "[Freeway-MinAtar]": "the Breakout-MinAtar case",

@@ -8,9 +8,9 @@ defined in that module). For each name:
     ``Name(field, ...)`` text that dataclasses and NamedTuples generate), of at least
     three words. Constants (tuples, dicts, floats, type aliases) cannot carry ``__doc__``;
     they need a string literal right after their assignment in the defining module, the
-    variable docstring pdoc renders. Public methods and properties that rljax defines on
-    those classes need a docstring too, their own or one inherited from a base class
-    (pdoc shows the inherited one).
+    variable docstring Sphinx autodoc renders (docs/reference/api.md). Public methods and
+    properties that rljax defines on those classes need a docstring too, their own or one
+    inherited from a base class (autodoc shows the inherited one).
 
 (b) **Shapes.** The docstring of every public function and class documents shapes: it
     contains a bracketed shape (``[]``, ``[N]``, ``[B, T]``, ``[S, ...]``,
@@ -188,7 +188,7 @@ def _members(cls) -> list[tuple[str, object]]:
 
 
 def _inherited_doc(cls, name: str) -> str:
-    """The docstring pdoc shows for ``cls.name``: its own, else the nearest base's."""
+    """The docstring autodoc shows for ``cls.name``: its own, else the nearest base's."""
     for base in cls.__mro__:
         member = vars(base).get(name)
         if member is None:

@@ -28,7 +28,7 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.py"))
 # 04 is the slowest notebook and its printed figures depend on the CPU's instruction set
 # (XLA's bits for its vmapped sampled GRPO steps): it runs with `python -m pytest -m slow`.
 # 05: ~25 s of compiles (tests/test_alphazero.py is fast); 03: ~17 s, it quotes no figure
-# in the README (tests/test_search_*.py and test_mcts*.py are fast)
+# in docs/notebooks.md (tests/test_search_*.py and test_mcts*.py are fast)
 SLOW = {"03_search", "04_lm_grpo", "05_alphazero"}
 RUNS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in NOTEBOOKS]
 
@@ -91,10 +91,12 @@ def check_lm_grpo(text: str) -> None:
                      text, re.M), "04: the interval's method and coverage are not stated"
 
 
-# Figures the README's Notebooks table quotes from each notebook: each must appear both in
-# that table row and in the notebook's executed output (README arrows and minus signs
-# read as the notebook's "->" and "-"), so the README cannot outlive the notebook.
-README_QUOTES = {
+# Figures the docs' Notebooks table (docs/notebooks.md) quotes from each notebook: each must
+# appear both in that table row and in the notebook's executed output (the table's arrows
+# and minus signs read as the notebook's "->" and "-"), so the page cannot outlive the
+# notebook.
+NOTEBOOKS_PAGE = ROOT / "docs" / "notebooks.md"
+PAGE_QUOTES = {
     "01_quickstart": ["239.8 [236.1, 243.9]", "64.9 [64.3, 65.6]"],
     "02_custom_advantage": ["0.637 [0.618, 0.656]"],
     "03_search": [],
@@ -102,20 +104,26 @@ README_QUOTES = {
 }
 
 
-def readme_row(stem: str) -> str:
-    """The README's Notebooks-table row of notebook ``stem``, arrows and minus signs
+def table_row(stem: str) -> str:
+    """docs/notebooks.md's table row of notebook ``stem``, arrows and minus signs
     normalised."""
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in NOTEBOOKS_PAGE.read_text().splitlines():
         if line.startswith(f"| `{stem}` |"):
             return line.replace("\N{RIGHTWARDS ARROW}", "->").replace("\N{MINUS SIGN}", "-")
-    raise AssertionError(f"README's Notebooks table has no row for {stem}")
+    raise AssertionError(f"docs/notebooks.md's table has no row for {stem}")
 
 
-@pytest.mark.parametrize("name", sorted(README_QUOTES))
-def test_readme_quotes_are_listed_in_the_row(name):
-    row = readme_row(name)
-    for quote in README_QUOTES[name]:
-        assert quote in row, f"README's {name} row does not quote {quote!r}: {row}"
+@pytest.mark.parametrize("name", sorted(PAGE_QUOTES))
+def test_page_quotes_are_listed_in_the_row(name):
+    row = table_row(name)
+    for quote in PAGE_QUOTES[name]:
+        assert quote in row, f"docs/notebooks.md's {name} row does not quote {quote!r}: {row}"
+
+
+def test_every_notebook_has_a_row():
+    """docs/notebooks.md lists every notebook."""
+    for path in NOTEBOOKS:
+        table_row(path.stem)
 
 
 # What each notebook's printed output must show (checked on its code cells' text), by the
@@ -129,12 +137,12 @@ EXPECTED = {
 
 
 def test_every_check_names_a_notebook():
-    """The notebooks are found, and every check and README quote is keyed by one of them
+    """The notebooks are found, and every check and docs/notebooks.md quote is keyed by one of them
     (one keyed by a wrong name would silently never run)."""
     assert NOTEBOOKS, "no NN_name.py notebooks found in experiments/notebooks/"
     stems = {p.stem for p in NOTEBOOKS}
     assert set(EXPECTED) <= stems, f"checks for missing notebooks: {set(EXPECTED) - stems}"
-    assert set(README_QUOTES) <= stems, f"quotes of missing notebooks: {set(README_QUOTES) - stems}"
+    assert set(PAGE_QUOTES) <= stems, f"quotes of missing notebooks: {set(PAGE_QUOTES) - stems}"
 
 
 def _cells(nb) -> list[tuple[str, str]]:
@@ -213,9 +221,9 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     text = _text_outputs(nb)
-    missing = [q for q in README_QUOTES.get(path.stem, []) if q not in text]
-    assert not missing, (f"README quotes {missing} from {path.name}, which its run no longer "
-                         f"prints; output ends with:\n{text[-2000:]}")
+    missing = [q for q in PAGE_QUOTES.get(path.stem, []) if q not in text]
+    assert not missing, (f"docs/notebooks.md quotes {missing} from {path.name}, which its run "
+                         f"no longer prints; output ends with:\n{text[-2000:]}")
     check = EXPECTED.get(path.stem)
     if check is None:
         return  # no figures to check: running without an error is the test

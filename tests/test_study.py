@@ -137,7 +137,7 @@ def test_the_library_holds_no_context_state():
 
 @pytest.mark.timeout(300)
 def test_the_docs_page_runs(tmp_path, monkeypatch):
-    """docs/studies.md's code blocks run as written (in a scratch directory)."""
+    """docs/writing_a_study.md's code blocks run as written (in a scratch directory)."""
     import re
     from pathlib import Path
 
@@ -147,6 +147,6 @@ def test_the_docs_page_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
     for block in blocks:
-        exec(compile(block, "docs/studies.md", "exec"), scope)
+        exec(compile(block, "docs/writing_a_study.md", "exec"), scope)
     assert scope["Config"]().hparams()["learning_rate"] == 2.5e-4
     assert (tmp_path / "results" / "pc" / "config.json").is_file()

@@ -665,7 +665,7 @@ class NormalizeReward(Wrapper):
     Matters in Deep RL: A Case Study on PPO and TRPO", "reward scaling").
 
     Per environment, with ``done_prev`` = the previous step ended an episode (terminated
-    *or* truncated; ``True`` at :meth:`reset`):
+    *or* truncated; ``True`` at :meth:`reset`)::
 
         G_t   = gamma G_{t-1} (1 - done_prev) + r_t
         var   = running variance of every G_t seen (merged over the batch, as in

@@ -1,6 +1,15 @@
-"""The README's figures for `ppo --env`, `bench ppo --env`, `recurrent-ppo` and `bench lm`
-are the committed summaries' (``docs/figures/*.json``) at the README's rounding: a figure
-typed in by hand, or left behind by a re-run, fails."""
+"""The figures of the `ppo` and `recurrent-ppo` study pages and of `bench ppo` and `bench lm`
+are the committed summaries' (``docs/figures/*.json``) at the pages' rounding: a figure
+typed in by hand, or left behind by a re-run, fails.
+
+Each group of figures in ``EXPECTED`` names the page that quotes it: a study's page
+``docs/studies/NAME.md`` (``ppo``, ``recurrent-ppo``, ``ppo-cartpole`` for its CartPole
+bench, ``lm-grpo`` for ``rljax bench lm``), or :data:`ANY_PAGE` for a figure of the prose
+outside the studies (it must be on some page: ``README.md`` or one under ``docs/``). A
+figure of the studies table (:class:`InIndex`) must also be in the study's row of
+``docs/studies/index.md``. Text is compared with runs of whitespace read as one space, so
+re-wrapping a paragraph does not break a pin. The studies with a committed record in
+``experiments/figures/`` are checked by ``tests/test_study_figures.py``."""
 
 from __future__ import annotations
 
@@ -10,8 +19,34 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
 FIGURES = ROOT / "docs" / "figures"
+STUDIES = ROOT / "docs" / "studies"
+ANY_PAGE = "any page"
+
+
+def _flat(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks included) read as one space."""
+    return " ".join(text.split())
+
+
+def _page(name: str) -> str:
+    """The text (whitespace flattened) of study ``name``'s page, or of every page for
+    :data:`ANY_PAGE`."""
+    if name == ANY_PAGE:
+        paths = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+        return _flat("\n".join(p.read_text() for p in paths if "_build" not in p.parts))
+    return _flat((STUDIES / f"{name}.md").read_text())
+
+
+def _index_row(name: str) -> str:
+    rows = [line for line in (STUDIES / "index.md").read_text().splitlines()
+            if line.startswith(f"| [`{name}`]({name}.md) |")]
+    assert len(rows) == 1, f"docs/studies/index.md has {len(rows)} rows for {name}"
+    return _flat(rows[0])
+
+
+class InIndex(str):
+    """A figure quoted both on the study's page and in its row of the studies table."""
 
 
 def _load(name: str) -> dict:
@@ -44,8 +79,8 @@ def _blines() -> list[str]:
     b = _load("blines_ppo_Pendulum-v1.json")
     c = _load("blines_vs_rljax_Pendulum-v1.json")
     p = c["probability_of_improvement"]
-    return [_ci(b["final_iqm"], *b["final_ci"], 0),
-            f"{p['point']:.2f} [{p['low']:.2f}, {p['high']:.2f}]",
+    return [InIndex(_ci(b["final_iqm"], *b["final_ci"], 0)),
+            InIndex(f"{p['point']:.2f} [{p['low']:.2f}, {p['high']:.2f}]"),
             f"p = {c['mann_whitney_p']:.2f}"]
 
 
@@ -101,39 +136,68 @@ def _bench_lm() -> list[str]:
 def _recurrent() -> list[str]:
     s = _load("recurrent_ppo.json")
     gru, ff, diff = s["gru_final_iqm"], s["ff_final_iqm"], s["paired_difference"]
-    return [_ci(gru["point"], gru["low"], gru["high"], 0),
-            _ci(ff["point"], ff["low"], ff["high"], 1),
-            _ci(diff["point"], diff["low"], diff["high"], 0, sign=True),
-            f"all {diff['gru_wins']} seeds" if diff["gru_wins"] == s["seeds"] else "never"]
+    return [InIndex(_ci(gru["point"], gru["low"], gru["high"], 0)),
+            InIndex(_ci(ff["point"], ff["low"], ff["high"], 1)),
+            InIndex(_ci(diff["point"], diff["low"], diff["high"], 0, sign=True)),
+            f"all {diff['gru_wins']} seeds" if diff["gru_wins"] == s["seeds"] else "never",
+            # the page's two tables, row by row
+            f"| GRU, width 64 | {_ci(gru['point'], gru['low'], gru['high'], 0)} "
+            f"({s['seeds_at_cap']['gru']} of {s['seeds']} seeds at the 500 cap",
+            f"| feed-forward MLP 64×64 | {_ci(ff['point'], ff['low'], ff['high'], 1)} |",
+            f"| **paired GRU − FF** | "
+            f"**{_ci(diff['point'], diff['low'], diff['high'], 0, sign=True)}** (paired t",
+            *(f"| {label} | {_num(v['point'], digits)} | "
+              f"[{_num(v['low'], digits)}, {_num(v['high'], digits)}] |"
+              for label, v, digits in (
+                  ("GRU final return, IQM", gru, 0), ("GRU final return, mean",
+                                                      s["gru_final_mean"], 0),
+                  ("FF final return, IQM", ff, 1), ("FF final return, mean", s["ff_final_mean"], 1),
+                  ("paired difference GRU − FF (mean)", diff, 0)))]
 
 
-EXPECTED = {
-    "ppo Pendulum-v1 (gymnax-blines)": [_study("ppo_env_Pendulum-v1.json", 0),
-                                        *_eval("ppo_env_Pendulum-v1.json", 0)],
-    "ppo Pendulum-v1 (gaussian_scale=parameter)": [
+EXPECTED = {  # name: (the page that quotes them, the figures)
+    "ppo Pendulum-v1 (gymnax-blines)": ("ppo", [_study("ppo_env_Pendulum-v1.json", 0),
+                                                *_eval("ppo_env_Pendulum-v1.json", 0)]),
+    "ppo Pendulum-v1, 32 seeds": ("ppo", [_study("ppo_env_Pendulum-v1_32_seeds.json", 0),
+                                          InIndex(_eval("ppo_env_Pendulum-v1_32_seeds.json",
+                                                        0)[0])]),
+    "ppo Pendulum-v1 (gaussian_scale=parameter)": ("ppo", [
         _study("ppo_env_Pendulum-v1_parameter_scale.json", 0),
-        _eval("ppo_env_Pendulum-v1_parameter_scale.json", 0)[0]],
-    "ppo Pendulum-v1 (normalize_rewards)": [
-        _study("ppo_env_Pendulum-v1_normalize_rewards.json", 0),
-        *_eval("ppo_env_Pendulum-v1_normalize_rewards.json", 0)],
-    "ppo Breakout-MinAtar (rejax)": [_study("ppo_env_Breakout-MinAtar.json", 2)],
-    "ppo Breakout-MinAtar (gymnax-blines)": [_study("ppo_env_Breakout-MinAtar_blines.json", 1),
-                                             *_eval("ppo_env_Breakout-MinAtar_blines.json", 1)],
-    "gymnax-blines' own code on Pendulum-v1": _blines(),
-    "bench ppo CartPole-v1 (ppo-cartpole)": _bench_cartpole(),
-    "bench ppo Pendulum-v1": _bench("bench_ppo_Pendulum-v1.json"),
-    "bench ppo Breakout-MinAtar": _bench("bench_ppo_Breakout-MinAtar.json"),
-    "bench ppo brax:inverted_pendulum": _bench("bench_ppo_brax_inverted_pendulum.json"),
-    "recurrent-ppo": _recurrent(),
-    "one BLAS thread (rljax.cpu_threads)": _init_threads(),
-    "bench lm (decoder)": _bench_lm(),
+        _eval("ppo_env_Pendulum-v1_parameter_scale.json", 0)[0]]),
+    "ppo Pendulum-v1 (normalize_rewards)": ("ppo", [
+        InIndex(_study("ppo_env_Pendulum-v1_normalize_rewards.json", 0)),
+        *_eval("ppo_env_Pendulum-v1_normalize_rewards.json", 0)]),
+    "ppo Breakout-MinAtar (rejax)": ("ppo", [_study("ppo_env_Breakout-MinAtar.json", 2)]),
+    "ppo Breakout-MinAtar (gymnax-blines)": ("ppo", [
+        InIndex(_study("ppo_env_Breakout-MinAtar_blines.json", 1)),
+        *_eval("ppo_env_Breakout-MinAtar_blines.json", 1)]),
+    "gymnax-blines' own code on Pendulum-v1": ("ppo", _blines()),
+    "bench ppo CartPole-v1 (ppo-cartpole)": ("ppo-cartpole", _bench_cartpole()),
+    "bench ppo Pendulum-v1": ("ppo", _bench("bench_ppo_Pendulum-v1.json")),
+    "bench ppo Breakout-MinAtar": ("ppo", _bench("bench_ppo_Breakout-MinAtar.json")),
+    "bench ppo brax:inverted_pendulum": ("ppo", _bench("bench_ppo_brax_inverted_pendulum.json")),
+    "recurrent-ppo": ("recurrent-ppo", _recurrent()),
+    "one BLAS thread (rljax.cpu_threads), ppo page": ("ppo", _init_threads()[2:]),
+    "one BLAS thread (rljax.cpu_threads), seeds prose": (ANY_PAGE, _init_threads()[:2]),
+    "bench lm (decoder)": ("lm-grpo", _bench_lm()),
 }
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_readme_quotes_the_committed_figure(name):
-    for text in EXPECTED[name]:
-        assert text in README, f"{name}: README does not quote {text!r}"
+def test_the_page_quotes_the_committed_figure(name):
+    where, texts = EXPECTED[name]
+    page = _page(where)
+    for text in texts:
+        assert _flat(text) in page, (
+            f"{name}: no page quotes {text!r}" if where == ANY_PAGE
+            else f"{name}: docs/studies/{where}.md does not quote {text!r}")
+        if isinstance(text, InIndex):
+            assert _flat(text) in _index_row(where), (
+                f"{name}: docs/studies/index.md's row of {where} does not quote {text!r}")
+
+
+def test_the_pages_pin_figures_of_the_index():
+    assert any(isinstance(t, InIndex) for _, texts in EXPECTED.values() for t in texts)
 
 
 def test_the_normalize_rewards_run_used_the_wrapper_and_the_published_preset():
