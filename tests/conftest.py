@@ -61,6 +61,8 @@ CI_SLOW = {
     "test_doc_pages.py::test_python_block_runs[python@docs/tutorials/lm_grpo.md:26]":
         "tests/test_lm_training.py's chunked resume and GRPO step tests",
     # extra cases of a parametrised test: the other cases stay
+    "test_lm_generation.py::test_padded_batch_equals_each_prompt_alone[decoder-0.0]":
+        "the sampled (temperature 1) decoder case",
     "test_gymnax_adapter.py::test_every_registered_env_steps_through_the_adapter"
     "[Freeway-MinAtar]": "the Breakout-MinAtar case",
     "test_gymnax_adapter.py::test_every_registered_env_steps_through_the_adapter"

@@ -20,6 +20,7 @@ import inspect
 import json
 import math
 import pkgutil
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -86,6 +87,7 @@ class ConfigReference(Directive):
             section = nodes.section(ids=[nodes.make_id(dotted)], names=[dotted])
             section += nodes.title(text=dotted)
             doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+            doc = re.sub(r":(\w+):`", r"{py:\1}`", doc)  # reST roles in MyST's syntax
             body = (f"{doc}\n\n" if doc else "") + fields_markdown(cls)
             section.extend(_markdown(self, body))
             out.append(section)

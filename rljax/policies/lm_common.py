@@ -437,12 +437,14 @@ class CausalLM:
                              f"{c.vocab_size}], got {top_k!r}")
 
     @staticmethod
-    def _sample(logits: Array, u: Array, done: Array, temperature: Any, top_k: int | None
+    def _sample(logits: Array, u: Array, done: Array, temperature: Any, top_k: int | None,
+                stop_ids: tuple[int, ...] = (EOS_ID,), pad_id: int = PAD_ID
                 ) -> tuple[Array, Array, Array, Array]:
-        """One token per row from ``[B, V]`` logits; rows already ``done`` emit PAD.
+        """One token per row from ``[B, V]`` logits; rows already ``done`` emit ``pad_id``.
 
         Returns:
-          ``(token, mask, log_prob, done)``, each ``[B]``.
+          ``(token, mask, log_prob, done)``, each ``[B]``; a row is done after it samples
+          one of ``stop_ids`` (that token is kept, with mask 1).
         """
         greedy = isinstance(temperature, (int, float)) and temperature == 0
         if greedy:
@@ -452,39 +454,78 @@ class CausalLM:
             logits = sampling_logits(logits, temperature, top_k)
             token = categorical_from_uniform(u, logits)
             log_prob = categorical_log_prob(logits, token)
-        token = jnp.where(done, PAD_ID, token)
+        token = jnp.where(done, pad_id, token)
         mask = (~done).astype(jnp.int32)
         log_prob = jnp.where(done, 0.0, log_prob)
-        return token, mask, log_prob, done | (token == EOS_ID)
+        stopped = functools.reduce(jnp.logical_or, [token == s for s in stop_ids])
+        return token, mask, log_prob, done | stopped
+
+    def _check_stop(self, stop_ids: Sequence[int], pad_id: int) -> tuple[int, ...]:
+        vocab = self.config.vocab_size
+        stop = tuple(stop_ids) if isinstance(stop_ids, (tuple, list)) else None
+        if not stop or not all(is_int(s) and 0 <= s < vocab for s in stop):
+            raise ValueError(f"stop_ids: must be a non-empty tuple of token ids in [0, "
+                             f"vocab_size={vocab}), got {stop_ids!r}")
+        if not is_int(pad_id) or not 0 <= pad_id < vocab:
+            raise ValueError(f"pad_id: must be a token id in [0, vocab_size={vocab}), got "
+                             f"{pad_id!r}")
+        return stop
+
+    @staticmethod
+    def _uniforms(key: PRNGKey, b: int, n: int) -> Array:
+        """``[N, B]`` uniforms: from one key, or one row per key of ``[B]`` keys."""
+        key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+        typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+        batch_shape = key.shape if typed else key.shape[:-1]
+        if batch_shape == ():
+            return jax.random.uniform(key, (b, n)).T
+        if batch_shape != (b,):
+            raise ValueError(f"key: must be one key or [{b}] keys (one per row), got keys "
+                             f"of shape {batch_shape}")
+        return jax.vmap(lambda k: jax.random.uniform(k, (n,)))(key).T
 
     def generate(self, params: Params, prompt: Array, prompt_mask: Array, key: PRNGKey, *,
                  max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 use_cache: bool = True) -> Completion:
-        """Sample ``max_new_tokens`` tokens after each prompt.
+                 use_cache: bool = True, stop_ids: Sequence[int] = (EOS_ID,),
+                 pad_id: int = PAD_ID, row_max_new_tokens: Array | None = None
+                 ) -> Completion:
+        """Sample up to ``max_new_tokens`` tokens after each prompt.
 
-        All noise comes from one call ``u = uniform(key, [B, N])``; token ``t`` is the
-        inverse-CDF draw from ``u[:, t]`` (:func:`categorical_from_uniform`) of the logits
-        divided by the temperature, then cut to the top k. The loop is a ``lax.scan``. With
-        ``use_cache=False`` each step recomputes the full forward over a ``[B, P + N]``
-        buffer and reads the current column: the same tokens, slower.
+        All noise comes from one call ``u = uniform(key, [B, N])`` (or, with one key per
+        row, ``u[b] = uniform(key[b], [N])``, so a row's tokens do not depend on the other
+        rows of the batch); token ``t`` is the inverse-CDF draw from ``u[:, t]``
+        (:func:`categorical_from_uniform`) of the logits divided by the temperature, then
+        cut to the top k. The loop is a ``lax.scan``. With ``use_cache=False`` each step
+        recomputes the full forward over a ``[B, P + N]`` buffer and reads the current
+        column: the same tokens, slower. Prompts of different lengths are left-padded
+        (``prompt_mask`` 0 on the padding): positions count real tokens only and pads are
+        never attended to, so a row's completion is the one its unpadded prompt gives
+        alone (tested, for rotary and learned positions).
 
         Args:
           params: from :meth:`init`.
           prompt: int ``[B, P]`` left-padded prompts (``[BOS, chars]``).
           prompt_mask: ``[B, P]``.
-          key: PRNG key.
+          key: a PRNG key, or ``[B]`` keys, one per row.
           max_new_tokens: N >= 1, with ``P + N <= C``.
           temperature: >= 0; 0 is greedy (argmax). A Python number, or a scalar array > 0
             (e.g. swept under vmap; it then cannot select greedy).
           top_k: keep only the ``k`` largest logits (ties at the k-th kept); None keeps all.
           use_cache: decode with the KV cache (default) or by full recomputation.
+          stop_ids: token ids that end a row (kept in the completion with mask 1; a real
+            tokenizer's end-of-sequence and end-of-turn ids); default the character
+            tokenizer's EOS.
+          pad_id: the token a finished row emits (mask 0).
+          row_max_new_tokens: optional int ``[B]`` budgets in ``[1, N]``: row ``b`` stops
+            after ``row_max_new_tokens[b]`` tokens (its later tokens are ``pad_id``, mask 0).
 
         Returns:
           :class:`Completion` of ``[B, N]`` arrays.
 
         Raises:
-          ValueError: one line naming ``prompt``, ``max_new_tokens``, ``temperature`` or
-            ``top_k`` when out of range (checked at trace time).
+          ValueError: one line naming ``prompt``, ``max_new_tokens``, ``temperature``,
+            ``top_k``, ``stop_ids``, ``key`` or ``row_max_new_tokens`` when out of range
+            (checked at trace time).
         """
         self._require(False, "generate")
         if isinstance(temperature, np.generic):  # a numpy scalar is a Python number here
@@ -495,26 +536,39 @@ class CausalLM:
         b, p = prompt.shape
         self._check_generate(p, max_new_tokens, temperature, top_k)
         n = max_new_tokens
+        stop_ids = self._check_stop(stop_ids, pad_id)
         prompt = prompt.astype(jnp.int32)
         prompt_mask = prompt_mask.astype(jnp.int32)
-        u = jax.random.uniform(key, (b, n)).T  # [N, B]
+        u = self._uniforms(key, b, n)  # [N, B]
         done = jnp.zeros((b,), bool)
+        budget = None
+        if row_max_new_tokens is not None:
+            budget = jnp.asarray(row_max_new_tokens)
+            if budget.shape != (b,) or not jnp.issubdtype(budget.dtype, jnp.integer):
+                raise ValueError(f"row_max_new_tokens: must be int [{b}] (one budget per "
+                                 f"row), got {budget.dtype} {budget.shape}")
+            budget = jnp.clip(budget, 1, n)
 
-        def sample(logits, u_t, done):
-            return self._sample(logits, u_t, done, temperature, top_k)
+        def sample(logits, u_t, done, t):
+            token, mask, log_prob, done = self._sample(logits, u_t, done, temperature, top_k,
+                                                       stop_ids, pad_id)
+            if budget is not None:  # row b has written t + 1 tokens
+                done = done | (t + 1 >= budget)
+            return token, mask, log_prob, done
 
         if use_cache:
             logits, cache = self.prefill(params, prompt, prompt_mask)
-            token, mask, log_prob, done = sample(logits, u[0], done)
+            token, mask, log_prob, done = sample(logits, u[0], done, 0)
 
-            def cached_step(carry, u_t):
+            def cached_step(carry, inputs):
                 token, cache, done = carry
+                t, u_t = inputs
                 logits, cache = self.decode_step(params, token, cache)
-                token, mask, log_prob, done = sample(logits, u_t, done)
+                token, mask, log_prob, done = sample(logits, u_t, done, t)
                 return (token, cache, done), (token, mask, log_prob)
 
-            _, (tokens, masks, log_probs) = jax.lax.scan(cached_step, (token, cache, done),
-                                                         u[1:])
+            _, (tokens, masks, log_probs) = jax.lax.scan(
+                cached_step, (token, cache, done), (jnp.arange(1, n), u[1:]))
             tokens = jnp.concatenate([token[None], tokens])
             masks = jnp.concatenate([mask[None], masks])
             log_probs = jnp.concatenate([log_prob[None], log_probs])
@@ -528,7 +582,7 @@ class CausalLM:
                 logits = self._forward(params, buffer, buffer_mask)
                 logits = jax.lax.dynamic_index_in_dim(logits, p - 1 + t, axis=1,
                                                       keepdims=False)
-                token, mask, log_prob, done = sample(logits, u_t, done)
+                token, mask, log_prob, done = sample(logits, u_t, done, t)
                 buffer = jax.lax.dynamic_update_index_in_dim(buffer, token, p + t, axis=1)
                 buffer_mask = jax.lax.dynamic_update_index_in_dim(
                     buffer_mask, jnp.ones_like(token), p + t, axis=1)
