@@ -102,17 +102,49 @@ def _number(x: float) -> str:
     return f"{x:.4g}".replace("-", "\N{MINUS SIGN}")
 
 
-def interval_rows(summary: dict) -> list[tuple[str, str, str]]:
-    """``(name, value, [low, high])`` for every summary figure ``NAME`` with a two-number
-    ``NAME_ci`` beside it, in name order."""
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_interval(ci: object) -> bool:
+    return isinstance(ci, list) and len(ci) == 2 and all(_is_number(c) for c in ci)
+
+
+def _row(name: str, value: float, ci: list) -> tuple[str, str, str]:
+    return name, _number(value), f"[{_number(ci[0])}, {_number(ci[1])}]"
+
+
+def _paired_rows(name: str, value: object, ci: object) -> list[tuple[str, str, str]]:
+    """Rows of ``value`` against its interval ``ci``: a number and a pair, or two dicts
+    with the same keys (``accuracy`` beside ``accuracy_ci``), recursively."""
+    if _is_number(value) and _is_interval(ci):
+        return [_row(name, value, ci)]
+    if isinstance(value, dict) and isinstance(ci, dict):
+        return [row for k in value if k in ci
+                for row in _paired_rows(f"{name}.{k}", value[k], ci[k])]
+    return []
+
+
+def interval_rows(summary: dict, prefix: str = "") -> list[tuple[str, str, str]]:
+    """``(name, value, [low, high])`` for every figure of ``summary`` with a 95 % interval,
+    at any depth (nested names joined with dots), in the summary's order: ``NAME`` beside
+    ``NAME_ci`` (numbers, or dicts of them with the same keys), or a dict holding a
+    ``point`` (or ``diff``) with ``ci`` or ``low`` and ``high``."""
     rows = []
-    for key in sorted(summary):
-        ci = summary.get(f"{key}_ci")
-        value = summary[key]
-        if (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and isinstance(ci, list) and len(ci) == 2
-                and all(isinstance(c, (int, float)) for c in ci)):
-            rows.append((key, _number(value), f"[{_number(ci[0])}, {_number(ci[1])}]"))
+    for key, value in summary.items():
+        name = f"{prefix}{key}"
+        if key.endswith("_ci") and key[:-3] in summary:
+            continue
+        if f"{key}_ci" in summary:
+            rows += _paired_rows(name, value, summary[f"{key}_ci"])
+        elif isinstance(value, dict):
+            point = next((value[k] for k in ("point", "diff") if _is_number(value.get(k))),
+                         None)
+            ci = value.get("ci", [value.get("low"), value.get("high")])
+            if point is not None and _is_interval(ci):
+                rows.append(_row(name, point, ci))
+            else:
+                rows += interval_rows(value, f"{name}.")
     return rows
 
 
@@ -132,7 +164,7 @@ class StudyFigures(Directive):
         env = self.state.document.settings.env
         env.note_dependency(str(path))
         rows = interval_rows(record["summary"])
-        limit = self.options.get("limit")
+        limit = self.options.get("limit", 80)
         shown = rows if limit is None else rows[:limit]
         wall = record.get("wall_seconds")
         lines = [
