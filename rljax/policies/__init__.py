@@ -20,6 +20,13 @@ from rljax.policies.hf_checkpoint import (
     save_hf_checkpoint,
 )
 from rljax.policies.lm import Completion, KVCache, LMConfig, TinyLM
+from rljax.policies.lora import (
+    LoRAConfig,
+    init_lora,
+    load_peft_adapters,
+    merge_lora,
+    save_peft_adapters,
+)
 from rljax.policies.mlp import (
     ActorCritic,
     actor_critic_for,
@@ -41,6 +48,11 @@ from rljax.policies.sampling import (
 from rljax.policies.tabular import Policy, tabular_softmax
 
 __all__ = [
+    "LoRAConfig",
+    "init_lora",
+    "merge_lora",
+    "save_peft_adapters",
+    "load_peft_adapters",
     "Policy",
     "tabular_softmax",
     "ActorCritic",
