@@ -60,6 +60,11 @@ CI_SLOW = {
     # path, a TINY config through ChunkedSweep with checkpoints, runs in the default run
     "test_doc_pages.py::test_python_block_runs[python@docs/tutorials/lm_grpo.md:26]":
         "tests/test_lm_training.py's chunked resume and GRPO step tests",
+    # PPO through the Brax adapter for 3 updates (18 s): the adapter's step-by-step
+    # comparisons with Brax and the trainer's final_obs check of a Brax env stay
+    "test_brax_adapter.py::test_ppo_trains_a_brax_env_for_a_few_updates":
+        "test_brax_adapter.py::test_ppo_bootstraps_a_brax_envs_truncations and "
+        "test_steps_equal_brax_under_jit_and_vmap",
     # extra cases of a parametrised test: the other cases stay
     "test_lm_generation.py::test_padded_batch_equals_each_prompt_alone[decoder-0.0]":
         "the sampled (temperature 1) decoder case",

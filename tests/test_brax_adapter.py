@@ -251,6 +251,15 @@ def test_bad_input(env):
     assert brax.__version__ == "0.14.2"
 
 
+def test_ppo_bootstraps_a_brax_envs_truncations(env):
+    """The PPO trainer finds final_obs in a Brax env's step (so it bootstraps truncations);
+    the few-updates training run below is in CI_SLOW, this is its fast guard."""
+    from rljax.training.ppo import _has_final_obs
+
+    pendulum = BraxEnv(env.brax_env, episode_length=16, name=NAME)
+    assert _has_final_obs(pendulum, pendulum.default_params)
+
+
 def test_ppo_trains_a_brax_env_for_a_few_updates(env):
     from rljax.nonfinite import NONFINITE_STEP
     from rljax.policies import actor_critic_for

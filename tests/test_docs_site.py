@@ -1,7 +1,7 @@
 """The documentation site builds warning-free and covers what it must.
 
-One build per test session (``python -m sphinx -W --keep-going -b html docs OUT``, the
-command the README and docs/contributing.md give; about 30 s on 2 cores), then:
+One build (``python -m sphinx -W --keep-going -b html docs OUT``, the command the README
+and docs/contributing.md give; about 25 s on 2 cores), then these checks, in one test:
 
 * the build has no warning (``-W``: an unresolved cross-reference or heading anchor, a
   page outside every toctree, a malformed docstring all fail it);
@@ -44,16 +44,14 @@ sys.path.insert(0, str(DOCS / "_ext"))
 import rljax_docs  # noqa: E402  (docs/_ext, the site's own extension)
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
+def build_site(out: Path) -> None:
+    """``sphinx -W`` into ``out``; fails with Sphinx's messages on any warning."""
     done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
          "-d", str(out / ".doctrees"), str(DOCS), str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"sphinx -W failed:\n{done.stderr[-6000:]}"
     assert not done.stderr.strip(), f"sphinx printed warnings:\n{done.stderr[-6000:]}"
-    return out
 
 
 def inventory_names(site: Path) -> set[str]:
@@ -80,7 +78,7 @@ def _public_api() -> dict[str, list[str]]:
     return api
 
 
-def test_every_public_name_is_in_the_inventory(site):
+def check_every_public_name_is_in_the_inventory(site):
     names = inventory_names(site)
     api = _public_api()
     assert len(api) >= 20 and len(api["rljax"]) >= 50
@@ -103,7 +101,7 @@ def test_every_public_name_is_in_the_inventory(site):
     assert not missing, f"{len(missing)} public names are not documented: {missing[:20]}"
 
 
-def test_every_study_has_its_page(site):
+def check_every_study_has_its_page(site):
     studies = sorted(registry(EXPERIMENT_GROUP))
     assert len(studies) >= 13
     index = (site / "studies" / "index.html").read_text()
@@ -117,7 +115,7 @@ def test_every_study_has_its_page(site):
             f"the {name} page does not show its command")
 
 
-def test_committed_figures_are_rendered_on_study_pages(site):
+def check_committed_figures_are_rendered_on_study_pages(site):
     figures = sorted(p.stem for p in (ROOT / "experiments" / "figures").glob("*.json"))
     for name in figures:
         if not (DOCS / "studies" / f"{name}.md").is_file():
@@ -133,7 +131,7 @@ def _links(html: str) -> list[str]:
     return re.findall(r'<a [^>]*href="([^"]+)"', html)
 
 
-def test_every_link_inside_the_site_resolves(site):
+def check_every_link_inside_the_site_resolves(site):
     pages = [p for p in site.rglob("*.html") if "_static" not in p.parts
              and "_modules" not in p.parts]
     ids_cache: dict[Path, set[str]] = {}
@@ -157,7 +155,7 @@ def test_every_link_inside_the_site_resolves(site):
     assert not broken, f"{len(broken)} broken links: {broken[:20]}"
 
 
-def test_config_reference_is_rendered_from_the_declarations(site):
+def check_config_reference_is_rendered_from_the_declarations(site):
     from rljax.config import declared_fields
     from rljax.training import PPOTrainConfig
 
@@ -176,7 +174,7 @@ def test_config_reference_is_rendered_from_the_declarations(site):
     assert f"{default!r}" in text
 
 
-def test_the_site_explains_what_a_new_user_meets(site):
+def check_the_site_explains_what_a_new_user_meets(site):
     text = " ".join(re.sub(r"<[^>]+>", " ", p.read_text()) for p in site.rglob("*.html")
                     if "_static" not in p.parts)
     for phrase in ("max_steps_in_episode", "final_obs", "--resume", "bootstrap"):
@@ -185,7 +183,7 @@ def test_the_site_explains_what_a_new_user_meets(site):
     assert len(tutorials) >= 5, [p.name for p in tutorials]
 
 
-def test_readme_links_into_the_site_resolve(site):
+def check_readme_links_into_the_site_resolve(site):
     """The README's relative links name existing pages of docs/, and their anchors exist
     in the built page (GitHub renders the same Markdown headings to the same slugs)."""
     readme = (ROOT / "README.md").read_text()
@@ -202,3 +200,31 @@ def test_readme_links_into_the_site_resolve(site):
             if f'id="{fragment}"' not in built.read_text():
                 broken.append(f"{link} (no such anchor)")
     assert not broken, broken
+
+
+CHECKS = [check_every_public_name_is_in_the_inventory, check_every_study_has_its_page,
+          check_committed_figures_are_rendered_on_study_pages,
+          check_every_link_inside_the_site_resolves,
+          check_config_reference_is_rendered_from_the_declarations,
+          check_the_site_explains_what_a_new_user_meets,
+          check_readme_links_into_the_site_resolve]
+
+
+@pytest.mark.timeout(600)
+def test_the_site_builds_and_covers_what_it_must(tmp_path):
+    """One build (about 25 s), then every check above; all of them run and every failure
+    is reported (one test, so the build occupies one xdist worker while the other goes
+    on)."""
+    build_site(tmp_path)
+    failures = []
+    for check in CHECKS:
+        try:
+            check(tmp_path)
+        except AssertionError as error:
+            failures.append(f"{check.__name__}: {error}")
+    assert not failures, "\n".join(failures)
+
+
+def test_every_check_is_run():
+    defined = {f for name, f in globals().items() if name.startswith("check_")}
+    assert defined == set(CHECKS)

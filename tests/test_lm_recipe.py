@@ -124,12 +124,12 @@ def test_rl_learning_rate_warmup_closed_form_and_in_the_optimizer():
 def test_label_bank_supervised_draws_come_only_from_the_seed_bank():
     config = dataclasses.replace(TINY, label_bank=5)
     tr = make_lm_trainer(config, task=arithmetic_task(config, (1,)))
-    bank = tr.label_bank(jax.random.key(3))
+    bank = jax.jit(tr.label_bank)(jax.random.key(3))  # jitted: eager dispatch costs more
     assert bank.prompt.shape[0] == 5
     batch = jax.jit(tr.supervised_batch)(jax.random.key(4), bank)
     rows = {tuple(r) for r in np.asarray(bank.operands)}
     assert {tuple(r) for r in np.asarray(batch.operands)} <= rows
-    fresh = tr.supervised_batch(jax.random.key(4))
+    fresh = jax.jit(tr.supervised_batch)(jax.random.key(4))
     assert not {tuple(r) for r in np.asarray(fresh.operands)} <= rows
     # init keeps the bank in the state (the SFT arm reads it)
     state = jax.eval_shape(tr.init, jax.random.key(0))

@@ -88,8 +88,8 @@ def test_gradients_reach_only_the_adapters_by_the_chain_rule(base):
     def loss_of_params(params):
         return jnp.sum(jax.nn.log_softmax(MODEL.logits(params, tokens, mask))[..., 3])
 
-    grads = jax.grad(lambda a: loss_of_params(merge_lora(base, a, LORA)))(adapters)
-    kernel_grads = jax.grad(loss_of_params)(merge_lora(base, adapters, LORA))["params"]
+    grads = jax.jit(jax.grad(lambda a: loss_of_params(merge_lora(base, a, LORA))))(adapters)
+    kernel_grads = jax.jit(jax.grad(loss_of_params))(merge_lora(base, adapters, LORA))["params"]
     for layer, blocks in adapters.items():
         for block, projections in blocks.items():
             for proj, ab in projections.items():

@@ -141,7 +141,7 @@ def test_the_docs_page_runs(tmp_path, monkeypatch):
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "studies.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "writing_a_study.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     assert len(blocks) == 2
     monkeypatch.chdir(tmp_path)

@@ -345,14 +345,19 @@ def _rl_then_search(s):
 
 
 def _lm_variants(s):
-    """The lm-variants page's table rows and the two verdict lines."""
+    """The lm-variants page's table rows (rates tried, where the tuned rate sits), the two
+    verdict lines and the headline's figures (page and index)."""
     per, ref = s["per_arm"], s["reference"]
     rows = []
     for arm in s["arms"]:
         p = per[arm]
+        rates = ", ".join(f"{r:g} ({m:.3f})" for r, m in zip(p["lr_grid"], p["tuning_means"],
+                                                              strict=True))
+        n = p["grid_extensions"]
+        where = p["grid_position"] + (f" after {n} extension{'s' * (n != 1)}" if n else "")
         diff = "—" if arm == ref else ci(p["difference"], p["difference_ci"], sign=True)
         holm = "—" if arm == ref else f"{p['p_holm']:.3f}"
-        rows.append(f"| {arm} | {p['learning_rate']:g} | "
+        rows.append(f"| {arm} | {rates} | {p['learning_rate']:g}, {where} | "
                     f"{ci(p['accuracy'], p['accuracy_ci'])} | {diff} | {holm} |")
     d, e = s["claims"]["dr_grpo_length"], s["claims"]["dapo_entropy"]
 
@@ -365,6 +370,16 @@ def _lm_variants(s):
     rows.append(f"symmetric clip {change(e['dapo_sym_clip_change'], 3)}, clip-higher "
                 f"{change(e['dapo_change'], 3)}, paired difference "
                 f"{change(e['dapo_minus_sym_clip'], 3)} nats: **{e['verdict']}**")
+    accuracies = [per[a]["accuracy"] for a in s["arms"]]
+    start = per[ref]["accuracy_start"]
+    gspo = per["gspo"]
+    rows += [
+        InIndex(f"held-out accuracy after {s['protocol']['rl_steps']} steps "
+                f"{min(accuracies):.3f}–{max(accuracies):.3f} for every arm from {start:.3f}"),
+        InIndex(f"GSPO {ci(gspo['difference'], gspo['difference_ci'], sign=True)}, "
+                f"Holm p {gspo['p_holm']:.3f}"),
+        f"paired p {gspo['p_value']:.3f}",
+    ]
     return rows
 
 
