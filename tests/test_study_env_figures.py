@@ -17,16 +17,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.study_pages import InIndex, flat, index_row, page
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "docs" / "figures"
-STUDIES = ROOT / "docs" / "studies"
 ANY_PAGE = "any page"
-
-
-def _flat(text: str) -> str:
-    """``text`` with every run of whitespace (line breaks included) read as one space."""
-    return " ".join(text.split())
 
 
 def _page(name: str) -> str:
@@ -34,19 +29,8 @@ def _page(name: str) -> str:
     :data:`ANY_PAGE`."""
     if name == ANY_PAGE:
         paths = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-        return _flat("\n".join(p.read_text() for p in paths if "_build" not in p.parts))
-    return _flat((STUDIES / f"{name}.md").read_text())
-
-
-def _index_row(name: str) -> str:
-    rows = [line for line in (STUDIES / "index.md").read_text().splitlines()
-            if line.startswith(f"| [`{name}`]({name}.md) |")]
-    assert len(rows) == 1, f"docs/studies/index.md has {len(rows)} rows for {name}"
-    return _flat(rows[0])
-
-
-class InIndex(str):
-    """A figure quoted both on the study's page and in its row of the studies table."""
+        return flat("\n".join(p.read_text() for p in paths if "_build" not in p.parts))
+    return page(name)
 
 
 def _load(name: str) -> dict:
@@ -188,11 +172,11 @@ def test_the_page_quotes_the_committed_figure(name):
     where, texts = EXPECTED[name]
     page = _page(where)
     for text in texts:
-        assert _flat(text) in page, (
+        assert flat(text) in page, (
             f"{name}: no page quotes {text!r}" if where == ANY_PAGE
             else f"{name}: docs/studies/{where}.md does not quote {text!r}")
         if isinstance(text, InIndex):
-            assert _flat(text) in _index_row(where), (
+            assert flat(text) in index_row(where), (
                 f"{name}: docs/studies/index.md's row of {where} does not quote {text!r}")
 
 

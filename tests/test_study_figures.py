@@ -33,36 +33,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.study_pages import InIndex, flat, index_row, page
 
 from rljax.cli import EXPERIMENT_GROUP, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ROOT / "docs" / "studies"
 FIGURES_DIR = ROOT / "experiments" / "figures"
-
-
-def flat(text: str) -> str:
-    """``text`` with every run of whitespace (line breaks included) read as one space."""
-    return " ".join(text.split())
-
-
-@functools.cache
-def page(study: str) -> str:
-    """The study's page, ``docs/studies/STUDY.md``, whitespace flattened."""
-    return flat((STUDIES / f"{study}.md").read_text())
-
-
-@functools.cache
-def index_row(study: str) -> str:
-    """The study's row of the studies table in ``docs/studies/index.md``."""
-    rows = [line for line in (STUDIES / "index.md").read_text().splitlines()
-            if line.startswith(f"| [`{study}`]({study}.md) |")]
-    assert len(rows) == 1, f"docs/studies/index.md has {len(rows)} rows for {study}"
-    return flat(rows[0])
-
-
-class InIndex(str):
-    """A figure quoted both on the study's page and in its row of the studies table."""
 
 
 def committed(name: str) -> dict:
