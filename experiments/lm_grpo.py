@@ -64,7 +64,8 @@ import pandas as pd
 from rljax import io, stats
 from rljax.config import ConfigError, check_fields, param, with_defaults
 from rljax.curriculum.difficulty import pass_at_k_curve, zero_signal_probability
-from rljax.envs.arithmetic import ArithmeticTask, parse_levels
+from rljax.envs.arithmetic import parse_levels
+from rljax.envs.text_problems import word_problem_task
 from rljax.plots import plot_sample_efficiency
 from rljax.report import Figure, figures_table, format_number
 from rljax.search.lm_search import prm_beam_search, sample_and_vote
@@ -105,6 +106,12 @@ QUICK = dict(seeds=2, block_size=2, sft_steps=60, rl_steps=4, steps_per_chunk=2,
              search_beam_width=2, search_expansions=2, bootstrap_reps=100)
 """``--set quick=true``: every stage at a size that runs in about a minute (a smoke run,
 not a result)."""
+TASKS = ("arithmetic", "word-problems")
+"""``--set task=``: the arithmetic levels (character tokenizer) or GSM8K-style word problems
+(:func:`rljax.envs.text_problems.word_problem_task`, the shipped BPE)."""
+WORD_PROBLEMS = dict(levels="1,2", prompt_length=32, max_new_tokens=24)
+"""``task=word-problems``: these replace the fields still at their (arithmetic) defaults
+(levels 1-2: prompts of up to 32 BPE tokens, solutions of up to 22)."""
 
 _Defaults = with_defaults(LMTrainConfig, **EQUATION_RECIPE)
 
@@ -151,20 +158,38 @@ class Config(_Defaults, LMGRPOConfig, LMArchitectureConfig):
                                 low=1)
     quick: bool = param(False, "a one-minute smoke run (QUICK's sizes replace the others)",
                         sweep=False)
+    task: str = param("arithmetic", "arithmetic, or word-problems (GSM8K-style, the shipped "
+                      "BPE; levels are steps 1-3; no test-time search)", sweep=False,
+                      choices=TASKS)
 
     def resolved(self) -> Config:
-        """The config that runs: with ``quick``, :data:`QUICK`'s sizes."""
-        return dataclasses.replace(self, **QUICK, quick=False) if self.quick else self
+        """The config that runs: with ``quick``, :data:`QUICK`'s sizes; with
+        ``task=word-problems``, :data:`WORD_PROBLEMS` for the fields left at their
+        defaults."""
+        config = dataclasses.replace(self, **QUICK, quick=False) if self.quick else self
+        if config.task == "word-problems":
+            defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+            config = dataclasses.replace(config, **{k: v for k, v in WORD_PROBLEMS.items()
+                                                    if getattr(config, k) == defaults[k]})
+        return config
 
     def arm_tuple(self) -> tuple[str, ...]:
         """The arms to run, in :data:`ARMS` order."""
         return tuple(a for a in ARMS if a in {s.strip() for s in self.arms.split(",")})
 
-    def task(self) -> ArithmeticTask:
-        """The arithmetic task of every arm."""
+    def build_task(self) -> Any:
+        """The task of every arm: the arithmetic task, or the word problems (``task``),
+        tokenized by the shipped BPE or, with a ``checkpoint`` directory holding a
+        ``tokenizer.json``, by the checkpoint's own tokenizer (and chat template)."""
+        if self.task == "word-problems":
+            own = self.checkpoint and (Path(self.checkpoint).expanduser()
+                                       / "tokenizer.json").is_file()
+            return word_problem_task(self.checkpoint if own else None,
+                                     parse_levels(self.levels),
+                                     prompt_length=self.prompt_length)
         return arithmetic_task(self, parse_levels(self.levels), prompt_length=self.prompt_length)
 
-    def trainer_args(self, arm: str = "grpo") -> tuple[LMTrainConfig, Any, Any, ArithmeticTask]:
+    def trainer_args(self, arm: str = "grpo") -> tuple[LMTrainConfig, Any, Any, Any]:
         """``make_lm_trainer``'s ``(config, algorithm, decoder, task)`` for ``arm``."""
         config = config_from(LMTrainConfig, self)
         grpo = config_from(LMGRPOConfig, self)
@@ -174,7 +199,7 @@ class Config(_Defaults, LMGRPOConfig, LMArchitectureConfig):
             r = self.sft_steps_per_rl_step
             config = dataclasses.replace(config, rl_steps=r * self.rl_steps,
                                          steps_per_chunk=r * self.steps_per_chunk)
-            return config, LMSFTConfig(), self.decoder(), self.task()
+            return config, LMSFTConfig(), self.decoder(), self.build_task()
         if arm.startswith("dapo"):
             # the refill draws its own prompts: no curriculum (which draws exactly P)
             grpo = dataclasses.replace(grpo, dynamic_sampling=True, curriculum="none",
@@ -183,7 +208,7 @@ class Config(_Defaults, LMGRPOConfig, LMArchitectureConfig):
                 m = self.refill_oversample
                 config = dataclasses.replace(config, rl_steps=self.rl_steps // m,
                                              steps_per_chunk=self.steps_per_chunk // m)
-        return config, grpo, self.decoder(), self.task()
+        return config, grpo, self.decoder(), self.build_task()
 
     def trainer(self, arm: str = "grpo", warm_start: WarmStart | None = None) -> LMTrainer:
         """The arm's trainer (``warm_start``: the cached per-seed warm start)."""
@@ -213,7 +238,7 @@ class Config(_Defaults, LMGRPOConfig, LMArchitectureConfig):
             if name not in {f.name for f in dataclasses.fields(self)}:
                 message = f"levels: must fit prompt_length and max_new_tokens ({message})"
             raise ConfigError(message) from None
-        if not cfg.task().held_out_levels:
+        if not cfg.build_task().held_out_levels:
             raise ConfigError(f"levels: need a level with a held-out split (1, 2 or 4), got "
                               f"{cfg.levels!r}")
         if cfg.checkpoint:  # read it now: a mismatch is a one-line error, nothing written
@@ -233,7 +258,7 @@ def train_arm(config: Config, arm: str, warm_start: WarmStart, options: Any) -> 
     trainer = config.trainer(arm, warm_start)
 
     def finish(state):
-        return {**trainer.finish(state), "params": trainer.policy_params(state.params)}
+        return {**trainer.finish(state), "params": trainer.current_policy(state)}
 
     sweep = ChunkedSweep(trainer.init, trainer.advance, finish,
                          num_chunks=trainer.config.num_chunks, base_seed=config.base_seed,
@@ -371,6 +396,29 @@ def search_analysis(config: Config, trainer: LMTrainer, params: Any) -> dict:
     return seeds_map(search, params, keys)
 
 
+def _search_summary(summary: dict, search: dict, config: Config, g1: np.ndarray, ci) -> None:
+    """The search measurements' summary entries (``search``: :func:`search_analysis`)."""
+    for name in ("majority", "beam", "pass_at_1", "oracle"):
+        search[name] = np.asarray(search[name], np.float64)
+    columns = np.ones(config.search_prompts, bool)
+    summary["search_samples"] = config.search_beam_width * config.search_expansions
+    summary["search_pass_at_1"], summary["search_pass_at_1_ci"] = ci(
+        search["pass_at_1"], "search_pass_at_1", columns)
+    summary["search_majority_at_n"], summary["search_majority_at_n_ci"] = ci(
+        search["majority"], "search_majority", columns)
+    summary["search_prm_beam"], summary["search_prm_beam_ci"] = ci(
+        search["beam"], "search_beam", columns)
+    summary["search_oracle_best_of_n"] = float(search["oracle"].mean())
+    summary["search_greedy"] = float(g1[:, :config.search_prompts].mean())
+    summary["search_majority_minus_pass_at_1"], summary[
+        "search_majority_minus_pass_at_1_ci"] = ci(
+        search["majority"] - search["pass_at_1"], "search_majority_gain", columns)
+    summary["search_beam_minus_majority"], summary["search_beam_minus_majority_ci"] = ci(
+        search["beam"] - search["majority"], "search_beam_vs_majority", columns)
+    summary["search_beam_samples"] = int(np.max(search["beam_samples"]))
+    summary["search_beam_model_calls"] = int(np.max(search["beam_model_calls"]))
+
+
 # -- the run --------------------------------------------------------------------------
 
 def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
@@ -483,30 +531,13 @@ def run(config: Config, out_dir: Path, options: Any = None) -> dict[str, Any]:
     zero_logged = np.asarray(grpo["logs"]["zero_signal_fraction"]).mean(axis=(0, 2))
     summary["zero_signal_logged_by_chunk"] = zero_logged.tolist()
 
-    # test-time search after GRPO (equal samples N = W E)
-    search = search_analysis(config, trainer, end_params)
-    for name in ("majority", "beam", "pass_at_1", "oracle"):
-        search[name] = np.asarray(search[name], np.float64)
-    columns = np.ones(config.search_prompts, bool)
-    summary["search_samples"] = config.search_beam_width * config.search_expansions
-    summary["search_pass_at_1"], summary["search_pass_at_1_ci"] = ci(
-        search["pass_at_1"], "search_pass_at_1", columns)
-    summary["search_majority_at_n"], summary["search_majority_at_n_ci"] = ci(
-        search["majority"], "search_majority", columns)
-    summary["search_prm_beam"], summary["search_prm_beam_ci"] = ci(
-        search["beam"], "search_beam", columns)
-    summary["search_oracle_best_of_n"] = float(search["oracle"].mean())
-    summary["search_greedy"] = float(g1[:, :config.search_prompts].mean())
-    summary["search_majority_minus_pass_at_1"], summary[
-        "search_majority_minus_pass_at_1_ci"] = ci(
-        search["majority"] - search["pass_at_1"], "search_majority_gain", columns)
-    summary["search_beam_minus_majority"], summary["search_beam_minus_majority_ci"] = ci(
-        search["beam"] - search["majority"], "search_beam_vs_majority", columns)
-    summary["search_beam_samples"] = int(np.max(search["beam_samples"]))
-    summary["search_beam_model_calls"] = int(np.max(search["beam_model_calls"]))
+    # test-time search after GRPO (equal samples N = W E); its answer key and step
+    # verifier read the arithmetic task's characters, so the word problems have none
+    if config.task == "arithmetic":
+        _search_summary(summary, search_analysis(config, trainer, end_params), config, g1, ci)
 
     memory = {name: (training_step_memory(make_lm_trainer(
-        config_from(LMTrainConfig, config), algo, config.decoder(), config.task()))
+        config_from(LMTrainConfig, config), algo, config.decoder(), config.build_task()))
         if config.measure_memory else None)
         for name, algo in (("grpo", config_from(LMGRPOConfig, config)),
                            ("ppo", LMPPOConfig()))}
@@ -617,6 +648,7 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
         if f"{arm}_minus_grpo" in s:
             figures.append(Figure(f"DAPO refill - GRPO ({what})", s[f"{arm}_minus_grpo"],
                                   *s[f"{arm}_minus_grpo_ci"], "paired"))
+    searched = "search_majority_at_n" in s  # not for the word problems
     figures += [
         Figure(f"search: majority@{s['search_samples']}", s["search_majority_at_n"],
                *s["search_majority_at_n_ci"], "GRPO model"),
@@ -625,11 +657,15 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
                *s["search_prm_beam_ci"], "exact step verifier"),
         Figure("search: pass@1 (same prompts)", s["search_pass_at_1"],
                *s["search_pass_at_1_ci"], "no search"),
-    ]
+    ] if searched else []
     gain_reading = (f"GRPO's held-out greedy gain is {_iv(s, 'heldout_gain')}: the interval "
                     f"{_excludes_zero(s, 'heldout_gain')}.")
-    lines = [f"# {NAME}", "", DESCRIPTION + ".", "",
-             f"{config.seeds} seeds; level(s) {config.levels}; warm start {config.sft_steps} "
+    task = ("GSM8K-style word problems (BPE)" if config.task == "word-problems"
+            else "linear equations in steps")
+    lora = f", LoRA rank {config.lora_rank} ({config.lora_targets})" if config.lora_rank else ""
+    lines = [f"# {NAME}", "", DESCRIPTION.replace("linear equations in steps", task) + ".", "",
+             f"{config.seeds} seeds; policy {config.architecture}{lora}; level(s) "
+             f"{config.levels}; warm start {config.sft_steps} "
              f"supervised steps of {config.sft_batch} at a constant {config.sft_learning_rate:g}; "
              f"{config.rl_steps} GRPO steps of {config.prompts_per_step} prompts x "
              f"{config.group_size} completions, lr {config.learning_rate:g} with a "
@@ -702,7 +738,8 @@ def report_markdown(summary: dict[str, Any], config: Config) -> str:
                  "coverage widens" if s["pass_at_max_k_change_ci"][0] > 0 else
                  "no change in coverage is shown") + (
                   f" (point {change:+.3f}).")]
-    lines += ["", f"Search after GRPO at {s['search_samples']} samples per problem: "
+    lines += [] if not searched else [
+              "", f"Search after GRPO at {s['search_samples']} samples per problem: "
               f"majority {_level(s, 'search_majority_at_n')}, PRM beam "
               f"{_level(s, 'search_prm_beam')}, against pass@1 {_level(s, 'search_pass_at_1')} "
               f"and greedy {s['search_greedy']:.3f}; majority - pass@1 "

@@ -36,6 +36,7 @@ _SUBMODULES = (
     "losses",
     "nonfinite",
     "policies",
+    "replay",
     "rollout",
     "search",
     "sensitivity",
@@ -71,9 +72,15 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "RLTransform": ("algorithms", "RLTransform"),
     "as_optax": ("algorithms", "as_optax"),
     "grpo": ("algorithms", "grpo"),
+    "dqn": ("algorithms", "dqn"),
+    "pqn": ("algorithms", "pqn"),
+    "TransitionBatch": ("algorithms", "TransitionBatch"),
+    "PQNBatch": ("algorithms", "PQNBatch"),
     "multi_step_update": ("algorithms", "multi_step_update"),
     "ppo": ("algorithms", "ppo"),
     "reinforce": ("algorithms", "reinforce"),
+    "SACBatch": ("algorithms", "SACBatch"),
+    "sac": ("algorithms", "sac"),
     "update_from_loss": ("algorithms", "update_from_loss"),
     # rljax.checkpoint
     "Checkpointer": ("checkpoint", "Checkpointer"),
@@ -85,6 +92,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Environment": ("envs", "Environment"),
     "EquationEnv": ("envs", "EquationEnv"),
     "KAnswerBandit": ("envs", "KAnswerBandit"),
+    "TokenizedTask": ("envs", "TokenizedTask"),
+    "arithmetic_text_task": ("envs", "arithmetic_text_task"),
+    "word_problem_task": ("envs", "word_problem_task"),
     # rljax.grid
     "ConfigTable": ("grid", "ConfigTable"),
     "Grid": ("grid", "Grid"),
@@ -113,6 +123,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "seed_key": ("sweep", "seed_key"),
     # rljax.tokenizer
     "CharTokenizer": ("tokenizer", "CharTokenizer"),
+    # rljax.text_tokenizer
+    "HFTokenizer": ("text_tokenizer", "HFTokenizer"),
+    "load_bpe_tokenizer": ("text_tokenizer", "load_bpe_tokenizer"),
     # rljax.training
     "PPOTrainConfig": ("training", "PPOTrainConfig"),
     "make_ppo_chunks": ("training", "make_ppo_chunks"),
@@ -130,6 +143,7 @@ __all__ = [
     "io",
     "losses",
     "policies",
+    "replay",
     "rollout",
     "search",
     "stats",
@@ -162,6 +176,11 @@ __all__ = [
     "TinyLM",
     "LMConfig",
     "CharTokenizer",
+    "HFTokenizer",
+    "load_bpe_tokenizer",
+    "TokenizedTask",
+    "word_problem_task",
+    "arithmetic_text_task",
     "ChunkedSweep",
     "Checkpointer",
     "CheckpointError",
@@ -183,6 +202,12 @@ __all__ = [
     "LossAux",
     "update_from_loss",
     "reinforce",
+    "dqn",
+    "pqn",
+    "TransitionBatch",
+    "PQNBatch",
+    "sac",
+    "SACBatch",
     "ChainMDP",
     "Environment",
     "Policy",
@@ -250,6 +275,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers (never ru
         losses,
         nonfinite,
         policies,
+        replay,
         rollout,
         search,
         sensitivity,
@@ -280,12 +306,18 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers (never ru
         GroupBatch,
         LossAux,
         PPOBatch,
+        PQNBatch,
         RLTransform,
+        SACBatch,
+        TransitionBatch,
         as_optax,
+        dqn,
         grpo,
         multi_step_update,
         ppo,
+        pqn,
         reinforce,
+        sac,
         update_from_loss,
     )
     from rljax.checkpoint import Checkpointer, CheckpointError
@@ -296,6 +328,9 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers (never ru
         Environment,
         EquationEnv,
         KAnswerBandit,
+        TokenizedTask,
+        arithmetic_text_task,
+        word_problem_task,
     )
     from rljax.grid import ConfigTable, Grid, GridResult, run_grid
     from rljax.policies import (
@@ -318,5 +353,6 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers (never ru
         run_sweep,
         seed_key,
     )
+    from rljax.text_tokenizer import HFTokenizer, load_bpe_tokenizer
     from rljax.tokenizer import CharTokenizer
     from rljax.training import PPOTrainConfig, make_ppo_chunks, make_ppo_train

@@ -58,25 +58,31 @@ class BenchPreset:
 
 
 # Accelerator sizes: 65,536 seeds for the sweep-shaped workloads, batch 1,024 search, the
-# 10 M-parameter decoder; budgets sum to 570 s (the script's whole run stays in 10 min).
+# 10 M-parameter decoder, the ~0.5 B one's steps; budgets sum to 570 s (the script's
+# whole run stays in 10 min).
 GPU = {
     "sweep": BenchPreset(attrs={"SEED_COUNTS": (1, 16384, 65536), "BLOCK_SIZE": 65536,
-                                "ROUNDS": {1: 5, 16384: 5, 65536: 5}}, budget_s=75),
+                                "ROUNDS": {1: 5, 16384: 5, 65536: 5}}, budget_s=60),
     "scaling": BenchPreset(attrs={"SEED_COUNTS": (1, 256, 4096, 65536), "ROUNDS": 3,
                                   "COMPILE_ROUNDS": 1, "MEMORY_BUDGET_BYTES": 100 * 2**30},
-                           budget_s=110),
+                           budget_s=90),
     "mcts": BenchPreset(attrs={"BATCHES": (1, 1024), "SIMULATIONS": (16, 64, 256)},
-                        budget_s=80),
+                        budget_s=60),
     "lm": BenchPreset(env={"RLJAX_BENCH_LM_QUICK": "0"}, kwargs={"quick": False},
-                      budget_s=100),
+                      budget_s=80),
     "ppo": BenchPreset(kwargs={"seed_counts": (1, 128, 4096),
                                "updates": {1: 20, 128: 5, 4096: 2}, "rounds": 3,
-                               "return_seeds": 8}, budget_s=100),
+                               "return_seeds": 8}, budget_s=80),
     "stats": BenchPreset(attrs={"SIZES": (100, 1000, 10000),
                                 "ROUNDS": {100: (5, 3), 1000: (5, 2), 10000: (3, 1)}},
-                         budget_s=45),
+                         budget_s=35),
     "grid": BenchPreset(attrs={"CONFIG_COUNTS": (1, 16, 256, 1024), "SEEDS": 64,
-                               "ROUNDS": 3, "COMPILE_ROUNDS": 1}, budget_s=60),
+                               "ROUNDS": 3, "COMPILE_ROUNDS": 1}, budget_s=35),
+    # the ~0.5 B Qwen2-shaped decoder's full and LoRA GRPO steps run (tokens/s, step
+    # time, memory), beside the 10 M one; the FSDP check runs on 8 forced CPU devices
+    "lm-scale": BenchPreset(attrs={"RUN_STEPS": True, "STEP_ROUNDS": 3, "ROUNDS": 3,
+                                   "SIZE_NAMES": ("10M", "0.5B")},
+                            kwargs={"quick": False}, budget_s=130),
 }
 
 # CPU smoke sizes: the same code paths, seconds each.
@@ -96,6 +102,7 @@ TINY = {
     "stats": BenchPreset(attrs={"SIZES": (10,), "REPS": 50, "ROUNDS": {10: (1, 1)}},
                          budget_s=120),
     "grid": BenchPreset(env={"RLJAX_BENCH_GRID_QUICK": "1"}, budget_s=120),
+    "lm-scale": BenchPreset(kwargs={"quick": True}, budget_s=180),
 }
 
 PRESETS: dict[str, dict[str, BenchPreset]] = {"gpu": GPU, "tiny": TINY}
@@ -108,7 +115,7 @@ def benchmark_module(name: str):
     """``experiments.benchmarks.NAME`` (imported from the checkout, no install needed)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    return importlib.import_module(f"experiments.benchmarks.{name}")
+    return importlib.import_module(f"experiments.benchmarks.{name.replace('-', '_')}")
 
 
 def apply_preset(module, preset: BenchPreset) -> None:

@@ -63,7 +63,7 @@ def test_arms_build_their_settings():
     for cfg, _, decoder, task in args.values():
         assert (cfg.sft_steps, cfg.sft_learning_rate, cfg.lr_warmup_steps) == (
             config.sft_steps, config.sft_learning_rate, config.lr_warmup_steps)
-        assert decoder is None and task == config.task() and task.levels == (4,)
+        assert decoder is None and task == config.build_task() and task.levels == (4,)
     assert config.resolved() is config
     quick = dataclasses.replace(config, quick=True).resolved()
     assert quick.seeds == 2 and not quick.quick
@@ -92,3 +92,23 @@ def test_sequence_passes_closed_form():
     assert lm_grpo.sequence_passes(config.trainer("grpo")) == pg + pg + 3 * pg
     assert lm_grpo.sequence_passes(config.trainer("dapo_updates")) == 2 * pg + pg + 3 * pg
     assert lm_grpo.sequence_passes(config.trainer("sft")) == 3 * config.sft_batch
+
+
+def test_word_problems_use_a_checkpoints_own_tokenizer(tmp_path):
+    """``task=word-problems`` tokenizes with the shipped BPE, or with the tokenizer.json of
+    the ``checkpoint`` directory when it has one (here a smaller BPE trained on the same
+    corpus, so its vocabulary differs from the shipped one)."""
+    from itertools import islice
+
+    from rljax.envs.text_problems import bpe_corpus
+    from rljax.policies.hf_checkpoint import save_hf_tokenizer
+    from rljax.text_tokenizer import load_bpe_tokenizer, train_bpe
+
+    own = train_bpe(islice(bpe_corpus(), 400), vocab_size=300)
+    save_hf_tokenizer(tmp_path, own)
+    shipped = lm_grpo.Config(task="word-problems").resolved().build_task()
+    assert shipped.tokenizer.vocab_size == load_bpe_tokenizer().vocab_size
+    config = lm_grpo.Config(task="word-problems", architecture="decoder",
+                            checkpoint=str(tmp_path), prompt_length=96).resolved()
+    task = config.build_task()
+    assert task.tokenizer.vocab_size == own.vocab_size != shipped.tokenizer.vocab_size

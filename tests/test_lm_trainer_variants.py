@@ -437,7 +437,8 @@ def test_fields_are_validated(shared, grpo, decoder, field):
 
 GRPO_ONLY = ("advantage", "aggregation", "kl_estimator", "scale_rewards", "sequence_ratio",
              "mask_truncated", "entropy_top_q", "dynamic_sampling", "oversample", "curriculum")
-DECODER_ONLY = ("num_kv_heads", "intermediate_size", "tie_embeddings", "checkpoint")
+DECODER_ONLY = ("num_kv_heads", "intermediate_size", "tie_embeddings", "checkpoint",
+                "lora_rank", "lora_alpha", "lora_targets")
 
 
 def test_invalid_combinations_cannot_be_written():
@@ -463,6 +464,7 @@ def test_invalid_combinations_cannot_be_written():
     ({"intermediate_size": 32}, "intermediate_size"),
     ({"tie_embeddings": True}, "tie_embeddings"),
     ({"checkpoint": "some/dir"}, "checkpoint"),
+    ({"lora_rank": 8}, "lora_rank"),
     ({"architecture": "gpt"}, "architecture"),
 ])
 def test_a_flat_config_refuses_decoder_fields_on_tiny(changes, field):

@@ -117,6 +117,55 @@ def _bench_lm() -> list[str]:
     return out
 
 
+def _bench_lm_scale() -> list[str]:
+    """docs/lm_scale.md's figures of `rljax bench lm-scale`: the memory table's rows, the
+    sampler's and the sharding check's."""
+    s = _load("bench_lm_scale.json")
+    gb = lambda b: f"{b / 1e9:.2f} GB"  # noqa: E731
+    out = [f"{s['wall_seconds']:.0f} s, load average {s['load_average_start']:.1f} → "
+           f"{s['load_average_end']:.1f}"]
+    for row in s["lora"]:
+        out.append(f"| {row['num_parameters']:,} | {row['adapter_parameters']:,} | "
+                   f"{gb(row['full']['total_bytes'])} | {gb(row['lora']['total_bytes'])} | "
+                   f"{row['ratio']:.3f} | {row['state_ratio']:.4f} |")
+    big = s["lora"][-1]
+    out += [f"({big['full']['argument_bytes'] / 1e9:.2f} GB of arguments at 7 B)",
+            f"({big['lora']['argument_bytes'] / 1e9:.2f} GB at 7 B)",
+            f"({big['full']['temp_bytes'] / 1e9:.2f} vs {big['lora']['temp_bytes'] / 1e9:.2f}"
+            f" GB at 7 B"]
+    g = s["sampler"]
+    out += [f"(lengths {', '.join(map(str, g['prompt_lengths']))})",
+            f"{g['padded']['tokens_per_second']:,.0f} tokens/s",
+            f"{g['unpadded']['tokens_per_second']:,.0f} tokens/s, "
+            f"{g['padded_speedup']:.1f}× slower",
+            f"(same tokens {g['same_tokens_fraction']:.3f})"]
+    h = s["sharding"]
+    out += [f"within {h['sharded_vs_single_max_abs_diff']:.2e} of its parameters",
+            f"within {h['adam_max_abs_diff']:.1e};",
+            f"are {h['fsdp_memory_per_device_ratio']:.3f} of the replicated figure "
+            f"({h['sharded_bytes_per_device']:,} of {h['replicated_bytes']:,} bytes)",
+            f"({h['xla_temp_bytes_per_device']:,} of {h['xla_temp_bytes_single']:,} bytes"]
+    return out
+
+
+def _lm_grpo_word() -> list[str]:
+    """The word-problem run's figures on the lm-grpo page (its recorded summary)."""
+    s = json.loads((FIGURES / "lm_grpo_word" / "summary.json").read_text())["summary"]
+
+    def iv(key: str, sign: bool = False) -> str:
+        low, high = s[f"{key}_ci"]
+        return (f"{_num(s[key], 3, sign)} [{_num(low, 3, sign)}, {_num(high, 3, sign)}]")
+
+    gap = s["signal"]["delta_p_low_minus_mid"]
+    return [f"| {iv('heldout_greedy_start')} |", f"| {iv('heldout_greedy_grpo')} |",
+            f"**{iv('heldout_gain', True)}**", f"| {iv('sampled_gain', True)} |",
+            f"| {iv('pass_at_max_k_change', True)} |", f"| {iv('sft_control_heldout')} |",
+            f"| {iv('sft_control_minus_grpo', True)} |",
+            f"is {_num(gap['point'], 3, True)} [{_num(gap['ci'][0], 3, True)}, "
+            f"{_num(gap['ci'][1], 3, True)}] (paired t over "
+            f"{gap['seeds']} seeds", f"GRPO / PPO: {s['memory_ratio']:.3f}"]
+
+
 def _recurrent() -> list[str]:
     s = _load("recurrent_ppo.json")
     gru, ff, diff = s["gru_final_iqm"], s["ff_final_iqm"], s["paired_difference"]
@@ -164,6 +213,8 @@ EXPECTED = {  # name: (the page that quotes them, the figures)
     "one BLAS thread (rljax.cpu_threads), ppo page": ("ppo", _init_threads()[2:]),
     "one BLAS thread (rljax.cpu_threads), seeds prose": (ANY_PAGE, _init_threads()[:2]),
     "bench lm (decoder)": ("lm-grpo", _bench_lm()),
+    "bench lm-scale": (ANY_PAGE, _bench_lm_scale()),
+    "lm-grpo on word problems (BPE, LoRA)": ("lm-grpo", _lm_grpo_word()),
 }
 
 

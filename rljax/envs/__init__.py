@@ -27,6 +27,21 @@ from rljax.envs.registry import (
     raw_env,
 )
 from rljax.envs.spaces import Box, Discrete, Space, as_rljax_space, from_gymnax_space
+from rljax.envs.text_problems import (
+    WORD_PROBLEM_LEVELS,
+    arithmetic_text_problems,
+    arithmetic_text_task,
+    word_problem_task,
+    word_problems,
+)
+from rljax.envs.text_tasks import (
+    TextProblem,
+    TokenizedTask,
+    Verifier,
+    gsm8k_answer,
+    is_eval_text,
+    numeric_verifier,
+)
 from rljax.envs.wrappers import (
     ClipAction,
     FlattenObservation,
@@ -87,6 +102,17 @@ __all__ = [
     "Problems",
     "Rewards",
     "LEVEL_NAMES",
+    "TextProblem",
+    "TokenizedTask",
+    "Verifier",
+    "gsm8k_answer",
+    "numeric_verifier",
+    "is_eval_text",
+    "word_problems",
+    "word_problem_task",
+    "arithmetic_text_problems",
+    "arithmetic_text_task",
+    "WORD_PROBLEM_LEVELS",
     "MaskObservation",
     "masked_cartpole",
     "ENV_AXIS",

@@ -84,7 +84,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import chex
 import jax
@@ -722,6 +722,15 @@ def _first_on_side(level: int, eval_fraction: float, eval_side: bool) -> tuple[i
 # --------------------------------------------------------------------------------------
 
 
+def check_eval_fraction(fraction: Any) -> None:
+    """A task's held-out share: a number in ``[0.01, 0.99]`` (one-line ``ValueError``
+    naming ``eval_fraction`` otherwise)."""
+    if (not isinstance(fraction, int | float) or isinstance(fraction, bool)
+            or not 0.01 <= fraction <= 0.99):
+        raise ValueError(f"eval_fraction: must be a number in [0.01, 0.99], got "
+                         f"{fraction!r}")
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
@@ -787,10 +796,7 @@ class ArithmeticTask:
             raise ValueError(f"max_steps: must be an integer >= {need_steps} for levels "
                              f"{levels}, got {self.max_steps!r}")
         fraction = self.eval_fraction
-        if (not isinstance(fraction, int | float) or isinstance(fraction, bool)
-                or not 0.01 <= fraction <= 0.99):
-            raise ValueError(f"eval_fraction: must be a number in [0.01, 0.99], got "
-                             f"{fraction!r}")
+        check_eval_fraction(fraction)
         if not _is_int(self.min_split_problems) or self.min_split_problems < 1:
             raise ValueError(f"min_split_problems: must be an integer >= 1, got "
                              f"{self.min_split_problems!r}")

@@ -35,6 +35,7 @@ from rljax.policies.mlp import (
     mlp_gaussian_actor_critic,
     sequential_init,
 )
+from rljax.policies.qnetwork import QMLP, QNetwork, epsilon_greedy, mlp_q_network
 from rljax.policies.recurrent import RecurrentActorCritic, gru_actor_critic
 from rljax.policies.sampling import (
     MASKED_LOGIT,
@@ -67,6 +68,10 @@ __all__ = [
     "sequential_init",
     "RecurrentActorCritic",
     "gru_actor_critic",
+    "QNetwork",
+    "QMLP",
+    "mlp_q_network",
+    "epsilon_greedy",
     "equation_actor_critic",
     "encode_observation",
     "heuristic_value",

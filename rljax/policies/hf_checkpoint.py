@@ -48,7 +48,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,17 @@ import ml_dtypes
 import numpy as np
 
 from rljax.policies.decoder import Decoder, DecoderConfig
+
+# the tokenizer wrapper lives below envs and policies (the text tasks use it); these names
+# stay importable from here
+from rljax.text_tokenizer import (  # noqa: F401
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    HFTokenizer,
+    _read_json,
+    load_hf_tokenizer,
+)
 from rljax.tokenizer import NUM_SPECIAL, CharTokenizer
 from rljax.types import Params
 
@@ -67,12 +78,6 @@ WEIGHTS_FILE = "model.safetensors"
 """All tensors in one safetensors file."""
 WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
 """``{"weight_map": {tensor name: shard file}}`` of a sharded checkpoint."""
-TOKENIZER_FILE = "tokenizer.json"
-"""A serialized ``tokenizers.Tokenizer``."""
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-"""The special tokens (``bos_token``, ``eos_token``, ``pad_token``) and the tokenizer class."""
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-"""Older HF directories keep the special tokens here (tokenizer_config.json wins)."""
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 """model_type -> the HF ``architectures`` entry of the supported decoders."""
@@ -384,16 +389,6 @@ def params_to_hf(config: DecoderConfig, params: Params, *,
 # ----------------------------------------------------------------------------- loading
 
 
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing")
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
-
-
 def _tensor_files(directory: Path) -> tuple[dict[str, Path], Path]:
     """(tensor name -> the safetensors file holding it, the weights file or index read)."""
     from safetensors import safe_open
@@ -604,121 +599,6 @@ def save_hf_checkpoint(path: str | os.PathLike, model: Decoder | DecoderConfig, 
 # ----------------------------------------------------------------------------- tokenizers
 
 
-class HFTokenizer:
-    """A ``tokenizers.Tokenizer`` with rljax's encode / decode and the special-token ids.
-
-    ``encode`` gives int32 ids ``[L]`` (numpy) and adds BOS / EOS only when asked (HF's
-    post-processor is not applied, so the layout stays explicit as with
-    :class:`~rljax.tokenizer.CharTokenizer`); ``decode`` reads ids of any shape, flattened,
-    drops PAD and special tokens and stops at the first EOS.
-
-    Attributes:
-      tokenizer: the wrapped ``tokenizers.Tokenizer``.
-      bos_id, eos_id, pad_id: the special-token ids, or None where the files name none.
-    """
-
-    def __init__(self, tokenizer: Any, *, bos_id: int | None = None,
-                 eos_id: int | None = None, pad_id: int | None = None):
-        self.tokenizer = tokenizer
-        self.bos_id = bos_id
-        self.eos_id = eos_id
-        self.pad_id = pad_id
-
-    @property
-    def vocab_size(self) -> int:
-        """The number of ids, added (special) tokens included: ids lie in ``[0, vocab_size)``."""
-        return self.tokenizer.get_vocab_size(with_added_tokens=True)
-
-    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> np.ndarray:
-        """``text`` -> int32 ids ``[L]``, with BOS first / EOS last when asked.
-
-        Raises:
-          ValueError: the text cannot be encoded, or BOS / EOS is asked for but unknown.
-        """
-        try:
-            ids = list(self.tokenizer.encode(text, add_special_tokens=False).ids)
-        except Exception as error:  # tokenizers raises plain Exception
-            raise ValueError(f"tokenizer: cannot encode {text!r}: "
-                             f"{str(error).splitlines()[0]}") from None
-        for wanted, token_id, name in ((add_bos, self.bos_id, "bos"),
-                                       (add_eos, self.eos_id, "eos")):
-            if wanted and token_id is None:
-                raise ValueError(f"tokenizer: add_{name}=True but the tokenizer has no "
-                                 f"{name}_token")
-        if add_bos:
-            ids.insert(0, self.bos_id)
-        if add_eos:
-            ids.append(self.eos_id)
-        return np.asarray(ids, np.int32)
-
-    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
-        """Ids (any shape, e.g. ``[L]``, read flattened) -> text, up to the first EOS.
-
-        Raises:
-          ValueError: an id outside ``[0, vocab_size)``.
-        """
-        kept = []
-        for token in np.asarray(ids).reshape(-1).tolist():
-            if not 0 <= token < self.vocab_size:
-                raise ValueError(f"tokenizer: id {token} outside [0, {self.vocab_size})")
-            if token == self.eos_id:
-                break
-            if token not in (self.pad_id, self.bos_id):
-                kept.append(token)
-        return self.tokenizer.decode(kept, skip_special_tokens=True)
-
-
-def _special_token(value: Any) -> str | None:
-    """A tokenizer_config special token: a string, an AddedToken dict, or null."""
-    if isinstance(value, Mapping):
-        value = value.get("content")
-    return value if isinstance(value, str) else None
-
-
-def load_hf_tokenizer(path: str | os.PathLike) -> HFTokenizer:
-    """Read ``tokenizer.json`` (and the special tokens of tokenizer_config.json or
-    special_tokens_map.json, when present) from a directory -> :class:`HFTokenizer`.
-
-    Encodes text to int32 ids ``[L]``; nothing is downloaded.
-
-    Raises:
-      FileNotFoundError: no tokenizer.json (one line naming it).
-      ValueError: an unreadable tokenizer.json, or a special token it does not contain.
-    """
-    from tokenizers import Tokenizer
-
-    directory = Path(path).expanduser()
-    file = directory / TOKENIZER_FILE
-    if not file.is_file():
-        raise FileNotFoundError(f"{file}: missing")
-    try:
-        tokenizer = Tokenizer.from_file(str(file))
-    except Exception as error:  # tokenizers raises plain Exception
-        raise ValueError(f"{file}: not a readable tokenizers file "
-                         f"({str(error).splitlines()[0]})") from None
-    specials: dict[str, Any] = {}
-    for name in (SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE):  # the latter wins
-        if (directory / name).is_file():
-            content = _read_json(directory / name)
-            if isinstance(content, Mapping):
-                specials.update({key: (content[key], name) for key in
-                                 ("bos_token", "eos_token", "pad_token") if key in content})
-    ids: dict[str, int | None] = {}
-    for key in ("bos_token", "eos_token", "pad_token"):
-        value, source = specials.get(key, (None, None))
-        token = _special_token(value)
-        if token is None:
-            ids[key] = None
-            continue
-        token_id = tokenizer.token_to_id(token)
-        if token_id is None:
-            raise ValueError(f"{directory / source}: {key} {token!r} is not in "
-                             f"{TOKENIZER_FILE}")
-        ids[key] = token_id
-    return HFTokenizer(tokenizer, bos_id=ids["bos_token"], eos_id=ids["eos_token"],
-                       pad_id=ids["pad_token"])
-
-
 def check_tokenizer_matches(tokenizer: CharTokenizer | HFTokenizer,
                             config: Decoder | DecoderConfig) -> None:
     """Refuse a tokenizer whose ids do not all fit the model's embedding ``[V, W]``.
@@ -771,6 +651,8 @@ def _tokenizer_files(tokenizer: CharTokenizer | HFTokenizer) -> dict[str, bytes]
                         "bos_token": token(tokenizer.bos_id),
                         "eos_token": token(tokenizer.eos_id),
                         "pad_token": token(tokenizer.pad_id)}
+    if tokenizer.chat_template is not None:
+        tokenizer_config["chat_template"] = tokenizer.chat_template
     return {TOKENIZER_FILE: tokenizer.tokenizer.to_str().encode("utf-8"),
             TOKENIZER_CONFIG_FILE: _json_bytes(tokenizer_config)}
 

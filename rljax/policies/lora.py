@@ -13,13 +13,16 @@ copy of the model).
 
 :func:`merge_lora` gives the adapted parameters in the base's layout, so every method of
 :class:`~rljax.policies.decoder.Decoder` (logits, scoring, ``generate``) takes them as
-they are. :func:`save_peft_adapters` writes the adapters in PEFT's layout
+they are; the LM trainer trains through it (the merged kernels are temporaries of the
+step; applying ``x W + (x A) B`` unmerged was measured and used more memory under XLA,
+docs/lm_scale.md). :func:`save_peft_adapters` writes the adapters in PEFT's layout
 (``adapter_model.safetensors`` with ``base_model.model.model.layers.{i}.self_attn.q_proj.
 lora_A.weight [r, in]`` and ``lora_B.weight [out, r]``, and ``adapter_config.json``), which
 Hugging Face's ``peft`` reads; :func:`load_peft_adapters` reads it back.
 
-Not yet here (issue 35): the LM trainer's LoRA mode (GRPO / PPO on adapters only) and its
-memory measurement.
+The LM trainer's LoRA mode (``LMDecoderConfig.lora_rank``,
+:class:`rljax.training.lm.LMTrainer`) trains only the adapters with GRPO or PPO; ``rljax
+bench lm-scale`` measures its memory against full fine-tuning.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 environments (:mod:`rljax.training.ppo`, discrete and continuous actions; its config,
 checks and optimizer in :mod:`rljax.training.ppo_config`) and the
 language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO, the SFT control;
-the cached warm start of :mod:`rljax.training.lm_warm_start`); test-rollout
+the cached warm start of :mod:`rljax.training.lm_warm_start`; one step sharded over a
+device mesh, :mod:`rljax.training.lm_sharding`); test-rollout
 evaluation of a trained actor-critic (:mod:`rljax.training.evaluation`); per-seed final
 returns from a PPO run's logs (:func:`final_returns`)."""
 
@@ -16,6 +17,19 @@ from rljax.training.lm import (
     make_lm_trainer,
 )
 from rljax.training.lm_config import LMSFTConfig
+from rljax.training.lm_sharding import (
+    data_parallel,
+    lm_mesh,
+    partition_spec,
+    run_sharding_figures,
+    shard_state,
+    sharded_init,
+    sharded_rl_step,
+    sharded_step_memory,
+    sharding_figures,
+    state_shardings,
+    tree_shardings,
+)
 from rljax.training.lm_warm_start import WarmStart, cached_warm_start
 from rljax.training.ppo import ENV_AXIS, PPOChunks, PPOChunkState, make_ppo_chunks, make_ppo_train
 from rljax.training.ppo_config import PPOTrainConfig, ppo_optimizer
@@ -44,6 +58,17 @@ __all__ = [
     "make_lm_trainer",
     "WarmStart",
     "cached_warm_start",
+    "lm_mesh",
+    "partition_spec",
+    "tree_shardings",
+    "state_shardings",
+    "shard_state",
+    "data_parallel",
+    "sharded_init",
+    "sharded_rl_step",
+    "sharded_step_memory",
+    "sharding_figures",
+    "run_sharding_figures",
     "Evaluation",
     "evaluate_policy",
     "final_returns",

@@ -68,7 +68,7 @@ directory, read once by :func:`make_lm_trainer` on the host with
 :func:`rljax.policies.load_hf_checkpoint`) the checkpoint's weights, not a random draw,
 start every seed: a draw held fixed across seeds (the seeds still differ in their
 warm-up, sampling and RL draws). Its sizes replace the size fields; its vocabulary must
-be the task's character tokenizer and its context must cover ``prompt_length +
+be the task's tokenizer and its context must cover ``prompt_length +
 max_new_tokens`` (:func:`load_checkpoint_policy`). PPO's value model then starts from
 the checkpoint's trunk with a fresh scalar head.
 
@@ -132,6 +132,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,7 +169,9 @@ from rljax.policies.hf_checkpoint import (
 )
 from rljax.policies.lm import LMConfig, TinyLM
 from rljax.policies.lm_common import CausalLM
+from rljax.policies.lora import LoRAConfig, init_lora, merge_lora
 from rljax.policies.sampling import categorical_log_prob, log_softmax, sampling_logits
+from rljax.text_tokenizer import HFTokenizer
 from rljax.tokenizer import ARITHMETIC_ALPHABET, EOS_ID, CharTokenizer
 from rljax.training.lm_config import (
     LMDecoderConfig,
@@ -350,20 +353,23 @@ def arithmetic_task(config: LMTrainConfig, levels: tuple[int, ...] = DEFAULT_LEV
 
 
 def policy_config(config: LMTrainConfig, decoder: LMDecoderConfig | None, context_length: int,
-                  value_head: bool = False) -> LMConfig | DecoderConfig:
+                  value_head: bool = False, vocab_size: int = CharTokenizer().vocab_size
+                  ) -> LMConfig | DecoderConfig:
     """The policy's model config (scalars): TinyLM's :class:`~rljax.policies.lm.LMConfig`
     without a decoder config, else the decoder's
     :class:`~rljax.policies.decoder.DecoderConfig` (``intermediate_size`` 0: ``8 width /
-    3`` rounded up to a multiple of 16); ``value_head`` for PPO's value model."""
+    3`` rounded up to a multiple of 16); ``value_head`` for PPO's value model;
+    ``vocab_size`` the task tokenizer's ``V`` (19 for arithmetic)."""
     if decoder is None:
         return LMConfig(context_length=context_length, num_layers=config.num_layers,
-                        width=config.width, num_heads=config.num_heads, value_head=value_head)
+                        width=config.width, num_heads=config.num_heads, value_head=value_head,
+                        vocab_size=vocab_size)
     intermediate = decoder.intermediate_size or 16 * math.ceil(8 * config.width / 48)
     return DecoderConfig(
         hidden_size=config.width, intermediate_size=intermediate,
         num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
         num_key_value_heads=decoder.num_kv_heads or config.num_heads,
-        max_position_embeddings=context_length,
+        max_position_embeddings=context_length, vocab_size=vocab_size,
         tie_word_embeddings=decoder.tie_embeddings, value_head=value_head)
 
 
@@ -393,8 +399,9 @@ def check_lm_trainer(config: LMTrainConfig, algorithm: LMGRPOConfig | LMPPOConfi
                           f"{task.solution_length} (the warm-up's solutions), got "
                           f"{config.max_new_tokens}")
     context = task.prompt_length + config.max_new_tokens
+    vocab_size = task_tokenizer(task).vocab_size
     if decoder is None:
-        policy_config(config, None, context).validate()
+        policy_config(config, None, context, vocab_size=vocab_size).validate()
         return
     if decoder.checkpoint:
         return  # the checkpoint's config.json gives the sizes
@@ -408,7 +415,7 @@ def check_lm_trainer(config: LMTrainConfig, algorithm: LMGRPOConfig | LMPPOConfi
     if decoder.num_kv_heads and config.num_heads % decoder.num_kv_heads:
         raise ConfigError(f"num_kv_heads: must divide num_heads={config.num_heads} "
                           f"(0 = num_heads), got {decoder.num_kv_heads}")
-    policy_config(config, decoder, context).validate()
+    policy_config(config, decoder, context, vocab_size=vocab_size).validate()
 
 
 @struct.dataclass
@@ -482,6 +489,10 @@ class LMTrainer:
       warm_start: None (``init`` warms up), or a
         :class:`~rljax.training.lm_warm_start.WarmStart` whose cached per-seed params
         replace the warm-up (arms sharing it start bitwise the same).
+      lora: None (full fine-tuning), or a :class:`~rljax.policies.lora.LoRAConfig`: the
+        RL phase trains only the adapters (``state.params``, Adam's state over them) on
+        the frozen warm-started decoder ``state.reference``, which is also the KL
+        reference -- the adapters off, no second copy (:meth:`policy_params`).
     """
 
     config: LMTrainConfig
@@ -492,6 +503,7 @@ class LMTrainer:
     sampler: Sampler | None = None
     initial: InitialParams | None = None
     warm_start: Any = None
+    lora: LoRAConfig | None = None
 
     # -- building blocks -------------------------------------------------------------
     @property
@@ -516,9 +528,24 @@ class LMTrainer:
                            optax.adam(rl_learning_rate(cfg.learning_rate, cfg.lr_warmup_steps,
                                                        cfg.mu)))
 
-    def policy_params(self, params: Any) -> Any:
-        """The policy's params within the RL params (PPO's hold the value model too)."""
-        return params["policy"] if self.is_ppo else params
+    def policy_params(self, params: Any, reference: Any = None) -> Any:
+        """The policy's params within the RL params ``params`` (PPO's hold the value model
+        too). In LoRA mode that part is the adapters, merged here into the frozen base
+        ``reference`` (``state.reference``): ``W + (alpha / r) A B`` per adapted kernel
+        (:func:`~rljax.policies.lora.merge_lora`), the decoder's own layout; only the
+        adapters get gradients."""
+        policy = params["policy"] if self.is_ppo else params
+        if self.lora is None:
+            return policy
+        if reference is None:
+            raise ValueError("reference: in LoRA mode the policy is the frozen base "
+                             "(state.reference) with the adapters merged in; pass it")
+        return merge_lora(reference, policy, self.lora)
+
+    def current_policy(self, state: LMTrainState) -> Any:
+        """The policy's params of ``state`` (:meth:`policy_params` of ``state.params``,
+        merged into ``state.reference`` in LoRA mode): what samples and is evaluated."""
+        return self.policy_params(state.params, state.reference)
 
     def sample_problems(self, key: PRNGKey, num: int) -> Problems:
         """``num`` training problems of the task (prompts ``[num, Lp]``)."""
@@ -541,9 +568,11 @@ class LMTrainer:
         """Greedy ``(accuracy [N], format [N])`` per prompt, float32 in {0, 1}, on
         ``problems`` (default: the evaluation set)."""
         problems = self.eval_problems() if problems is None else problems
+        eos, pad = task_special_ids(self.task)
         completion = self.policy.generate(
             policy_params, problems.prompt, problems.prompt_mask, jax.random.key(0),
-            max_new_tokens=self.config.max_new_tokens, temperature=0.0)
+            max_new_tokens=self.config.max_new_tokens, temperature=0.0, stop_ids=(eos,),
+            pad_id=pad)
         rewards = self.task.rewards(problems, completion.tokens, completion.mask)
         return rewards.accuracy, rewards.format
 
@@ -640,10 +669,11 @@ class LMTrainer:
         """Completions ``[N, max_new_tokens]`` of the problems' prompts, sampled at the
         training temperature and top-k."""
         cfg = self.config
+        eos, pad = task_special_ids(self.task)
         return self.policy.generate(
             policy_params, problems.prompt, problems.prompt_mask, key,
             max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-            top_k=cfg.top_k or None)
+            top_k=cfg.top_k or None, stop_ids=(eos,), pad_id=pad)
 
     def score(self, problems: Problems, completion) -> tuple[Array, Any]:
         """``(reward [N], parts)``: the weighted reward programs, plus DAPO's overlong
@@ -676,10 +706,13 @@ class LMTrainer:
         _, value_key, sft_key, run_key = jax.random.split(key, 4)
         bank = self.label_bank(sft_key)  # drawn once: the warm-up's and the SFT arm's
         policy_params = self.warm_start_params(key, bank)
+        trainable = policy_params
+        if self.lora is not None:  # adapters (B = 0: the merged policy is the base)
+            trainable = init_lora(jax.random.fold_in(value_key, 1), policy_params, self.lora)
         if self.is_ppo:
-            params = {"policy": policy_params, "value": self.initial_value(value_key)}
+            params = {"policy": trainable, "value": self.initial_value(value_key)}
         else:
-            params = policy_params
+            params = trainable
         evaluation = self._evaluation(policy_params)
         accuracy, fmt = evaluation["accuracy"], evaluation["format"]
         return LMTrainState(params=params, reference=policy_params,
@@ -713,7 +746,7 @@ class LMTrainer:
         ``eval_held_out_accuracy`` (the held-out prompts; all prompts if none is)."""
         state, metrics = jax.lax.scan(lambda s, _: self.rl_step(s), state, None,
                                       length=self.config.steps_per_chunk)
-        evaluation = self._evaluation(self.policy_params(state.params))
+        evaluation = self._evaluation(self.current_policy(state))
         state = state.replace(eval_accuracy=evaluation["accuracy"],
                               eval_format=evaluation["format"],
                               eval_correct=evaluation["correct"])
@@ -743,22 +776,29 @@ class LMTrainer:
             params, obs["prompt"], obs["prompt_mask"], actions, obs["completion_mask"],
             cfg.temperature, cfg.top_k or None)
 
-    def grpo_transform(self):
+    def grpo_transform(self, reference: Any = None):
         """The configured :func:`rljax.algorithms.grpo` transform over token batches
-        (``obs``: ``prompt``, ``prompt_mask [N, P]`` and ``completion_mask [N, T]``)."""
+        (``obs``: ``prompt``, ``prompt_mask [N, P]`` and ``completion_mask [N, T]``); its
+        params are the RL params (in LoRA mode the adapters, merged into the frozen base
+        ``reference`` before each forward, so only they get gradients)."""
         cfg = self.config
+
+        def log_prob_fn(params, obs, actions):
+            return self.sampling_log_probs(self.policy_params(params, reference), obs,
+                                           actions)
 
         def entropy_fn(params, obs, actions):
             """Per-token entropy ``[N, T]`` of the current policy's sampling distribution
             (the training temperature and top-k)."""
-            logits = self.completion_logits(params, obs["prompt"], obs["prompt_mask"],
-                                            actions, obs["completion_mask"])
+            logits = self.completion_logits(self.policy_params(params, reference),
+                                            obs["prompt"], obs["prompt_mask"], actions,
+                                            obs["completion_mask"])
             return jnp.where(obs["completion_mask"].astype(bool),
                              categorical_entropy(logits), 0.0)
 
         algo = self.algorithm
         top_q = algo.entropy_top_q or None
-        return grpo(log_prob_fn=self.sampling_log_probs, group_size=cfg.group_size,
+        return grpo(log_prob_fn=log_prob_fn, group_size=cfg.group_size,
                     advantage=algo.advantage, scale_rewards=algo.scale_rewards or None,
                     clip_epsilon=cfg.clip_epsilon, clip_epsilon_high=cfg.clip_epsilon_high,
                     sequence_ratio=algo.sequence_ratio, kl_beta=cfg.kl_beta,
@@ -789,7 +829,7 @@ class LMTrainer:
             levels = jnp.asarray(self.task.levels, jnp.int32)[selection.prompt_ids]
             problems = self.task.sample(problem_key, p, level=levels)
         repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, g, axis=0), problems)
-        completion = self.sample_completions(state.params, repeated, sample_key)
+        completion = self.sample_completions(self.current_policy(state), repeated, sample_key)
         reward, parts = self.score(repeated, completion)
         return self._group_batch(state, problems, repeated, completion, reward, parts,
                                  rollouts=p * g) + (selection,)
@@ -808,7 +848,7 @@ class LMTrainer:
         p, g, m = cfg.prompts_per_step, cfg.group_size, self.algorithm.oversample
         problems = self.sample_problems(problem_key, m * p)
         repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, g, axis=0), problems)
-        completion = self.sample_completions(state.params, repeated, sample_key)
+        completion = self.sample_completions(self.current_policy(state), repeated, sample_key)
         reward, parts = self.score(repeated, completion)
         grouped = reward.reshape(m * p, g)
         usable = ~jnp.any(jnp.isnan(grouped), axis=1)
@@ -838,8 +878,9 @@ class LMTrainer:
             keep = usable & has_signal(rewards)
         mask = completion.mask * jnp.repeat(keep, g)[:, None]
         # one forward of the sampling policy gives pi_old and the entropy metric
-        logits = self.completion_logits(state.params, repeated.prompt, repeated.prompt_mask,
-                                        completion.tokens, completion.mask)
+        logits = self.completion_logits(self.current_policy(state), repeated.prompt,
+                                        repeated.prompt_mask, completion.tokens,
+                                        completion.mask)
         old = jnp.where(mask.astype(bool), categorical_log_prob(logits, completion.tokens),
                         0.0)
         if cfg.kl_beta > 0:  # the reference at the same temperature, without top-k
@@ -848,7 +889,8 @@ class LMTrainer:
                                                    cfg.temperature)
         else:
             ref = old
-        truncated = is_truncated(completion.tokens, completion.mask)
+        truncated = is_truncated(completion.tokens, completion.mask,
+                                 task_special_ids(self.task)[0])
         group = lambda x: x.reshape(p, g, *x.shape[1:])  # noqa: E731
         batch = GroupBatch(
             obs={"prompt": group(repeated.prompt), "prompt_mask": group(repeated.prompt_mask),
@@ -874,7 +916,8 @@ class LMTrainer:
         cfg = self.config
         batch, sample_metrics, selection = self.grpo_batch(state, problem_key, sample_key)
         params, _, opt_state, metrics = multi_step_update(
-            self.grpo_transform(), self.rl_optimizer(), state.params, (), state.opt_state,
+            self.grpo_transform(state.reference), self.rl_optimizer(), state.params, (),
+            state.opt_state,
             batch, update_key, num_epochs=cfg.mu, num_minibatches=1)
         metrics = {
             **sample_metrics,
@@ -900,7 +943,8 @@ class LMTrainer:
         ``loss`` and ``rollouts`` (0: nothing is sampled)."""
         del sample_key, update_key
         problems = self.supervised_batch(problem_key, state.bank)
-        loss, grads = jax.value_and_grad(self.sft_loss)(state.params, problems)
+        loss, grads = jax.value_and_grad(lambda params: self.sft_loss(
+            self.policy_params(params, state.reference), problems))(state.params)
         updates, opt_state = self.rl_optimizer().update(grads, state.opt_state, state.params)
         return (optax.apply_updates(state.params, updates), opt_state, state.curriculum,
                 {"loss": loss, "rollouts": jnp.zeros((), jnp.int32)})
@@ -913,19 +957,22 @@ class LMTrainer:
         pass rate ``p``."""
         repeated = jax.tree_util.tree_map(lambda x: jnp.repeat(x, num_samples, axis=0),
                                           problems)
+        eos, pad = task_special_ids(self.task)
         completion = self.policy.generate(
             policy_params, repeated.prompt, repeated.prompt_mask, key,
-            max_new_tokens=self.config.max_new_tokens, temperature=temperature)
+            max_new_tokens=self.config.max_new_tokens, temperature=temperature,
+            stop_ids=(eos,), pad_id=pad)
         rewards = self.task.rewards(repeated, completion.tokens, completion.mask)
         return rewards.accuracy.reshape(-1, num_samples)
 
-    def ppo_actor_critic(self, params, obs):
-        """``(logits [B, N, V], values [B, N])`` of the completion tokens in ``obs``."""
+    def ppo_actor_critic(self, params, obs, reference: Any = None):
+        """``(logits [B, N, V], values [B, N])`` of the completion tokens in ``obs``
+        (``reference``: the frozen base the adapters merge into, LoRA mode only)."""
         prompt_len = obs["prompt"].shape[1]
         n = obs["completion"].shape[1]
         tokens = jnp.concatenate([obs["prompt"], obs["completion"]], axis=1)
         mask = jnp.concatenate([obs["prompt_mask"], obs["completion_mask"]], axis=1)
-        logits = self.policy.logits(params["policy"], tokens, mask)
+        logits = self.policy.logits(self.policy_params(params, reference), tokens, mask)
         logits = sampling_logits(logits[:, prompt_len - 1: prompt_len - 1 + n],
                                  self.config.temperature, self.config.top_k or None)
         values = self.value.completion_values(params["value"], obs["prompt"],
@@ -938,14 +985,15 @@ class LMTrainer:
         opt_state, curriculum, metrics)`` with scalar ``[]`` metrics."""
         cfg = self.config
         problems = self.sample_problems(problem_key, cfg.prompts_per_step * cfg.group_size)
-        completion = self.sample_completions(state.params["policy"], problems, sample_key)
+        completion = self.sample_completions(self.current_policy(state), problems, sample_key)
         reward, parts = self.score(problems, completion)
         nan = jnp.isnan(reward)
         mask = completion.mask * (~nan)[:, None]
         reward = jnp.where(nan, 0.0, reward)
         obs = {"prompt": problems.prompt, "prompt_mask": problems.prompt_mask,
                "completion": completion.tokens, "completion_mask": mask}
-        logits, values = self.ppo_actor_critic(state.params, obs)
+        actor_critic = functools.partial(self.ppo_actor_critic, reference=state.reference)
+        logits, values = actor_critic(state.params, obs)
         old = jnp.take_along_axis(log_softmax(logits), completion.tokens[..., None], -1)[..., 0]
         maskf = mask.astype(jnp.float32)
         ref = self.policy.completion_log_probs(state.reference, problems.prompt,
@@ -964,7 +1012,7 @@ class LMTrainer:
                          advantages=jax.lax.stop_gradient(advantages.T),
                          returns=jax.lax.stop_gradient(returns.T),
                          old_values=jax.lax.stop_gradient(values), mask=mask)
-        rl = ppo(self.ppo_actor_critic, clip_epsilon=cfg.clip_epsilon,
+        rl = ppo(actor_critic, clip_epsilon=cfg.clip_epsilon,
                  clip_epsilon_high=cfg.clip_epsilon_high,
                  value_coef=self.algorithm.value_coef,
                  entropy_coef=self.algorithm.entropy_coef, value_clip=None)
@@ -976,7 +1024,8 @@ class LMTrainer:
         metrics = {
             **_sample_metrics(parts, completion.mask),
             **_variant_metrics(parts, completion, logits, ~nan,
-                               is_truncated(completion.tokens, completion.mask)),
+                               is_truncated(completion.tokens, completion.mask,
+                                            task_special_ids(self.task)[0])),
             "kept_group_fraction": 1.0 - jnp.mean(nan.astype(jnp.float32)),
             "entropy_kept_fraction": jnp.ones(()),
             "reward": jnp.mean(reward),
@@ -1012,11 +1061,11 @@ def has_signal(rewards: Array) -> Array:
     return jnp.max(rewards, axis=1) != jnp.min(rewards, axis=1)
 
 
-def is_truncated(tokens: Array, mask: Array) -> Array:
-    """bool ``[N]``: the completion ``tokens [N, T]`` has no EOS among its real tokens
-    (``mask [N, T]``), i.e. it hit ``max_new_tokens`` unterminated (DAPO's overlong
-    filtering masks these)."""
-    return ~jnp.any((tokens == EOS_ID) & mask.astype(bool), axis=1)
+def is_truncated(tokens: Array, mask: Array, eos_id: int = EOS_ID) -> Array:
+    """bool ``[N]``: the completion ``tokens [N, T]`` has no EOS (``eos_id``, the task
+    tokenizer's) among its real tokens (``mask [N, T]``), i.e. it hit ``max_new_tokens``
+    unterminated (DAPO's overlong filtering masks these)."""
+    return ~jnp.any((tokens == eos_id) & mask.astype(bool), axis=1)
 
 
 def _variant_metrics(parts: Any, completion: Any, logits: Array, finite: Array,
@@ -1045,22 +1094,43 @@ TASK_TOKENIZER = CharTokenizer(ARITHMETIC_ALPHABET)
 (a task with a ``tokenizer`` attribute names its own)."""
 
 
-def task_tokenizer(task: Any) -> CharTokenizer:
-    """The tokenizer of ``task``'s token ids: its ``tokenizer`` attribute, else the
-    arithmetic task's :data:`TASK_TOKENIZER` (ids ``[V]``, V = 19)."""
+def task_tokenizer(task: Any) -> CharTokenizer | HFTokenizer:
+    """The tokenizer of ``task``'s token ids: its ``tokenizer`` attribute (e.g. a
+    :class:`~rljax.envs.text_tasks.TokenizedTask`'s
+    :class:`~rljax.text_tokenizer.HFTokenizer`), else the arithmetic task's
+    :data:`TASK_TOKENIZER` (ids ``[V]``, V = 19)."""
     return getattr(task, "tokenizer", TASK_TOKENIZER)
 
 
+def task_special_ids(task: Any) -> tuple[int, int]:
+    """``(eos_id, pad_id)`` of ``task``'s tokenizer (:func:`task_tokenizer`): generation
+    stops at EOS and pads with PAD (the tokenizer's EOS when it names no PAD token);
+    ``(2, 0)`` for the arithmetic task.
+
+    Raises:
+      ValueError: the tokenizer has no EOS token (one line naming ``tokenizer``).
+    """
+    tokenizer = task_tokenizer(task)
+    if tokenizer.eos_id is None:
+        raise ValueError("tokenizer: the task's tokenizer has no eos_token (completions end "
+                         "at EOS)")
+    pad = tokenizer.eos_id if tokenizer.pad_id is None else tokenizer.pad_id
+    return int(tokenizer.eos_id), int(pad)
+
+
 def load_checkpoint_policy(checkpoint: str | Path, context_length: int,
-                           vocab: CharTokenizer = TASK_TOKENIZER) -> tuple[Decoder, Params]:
+                           vocab: CharTokenizer | HFTokenizer = TASK_TOKENIZER
+                           ) -> tuple[Decoder, Params]:
     """Read the Hugging Face-layout directory ``checkpoint`` (host side) and check it fits
     the task.
 
-    Checks, each a one-line error naming the file and field: a ``tokenizer.json`` (if the
-    directory has one) must be the task's character tokenizer ``vocab`` (same special
+    Checks, each a one-line error naming the file and field: for a character tokenizer
+    ``vocab``, a ``tokenizer.json`` (if the directory has one) must be it (same special
     ids, every character the same id;
-    :func:`~rljax.policies.hf_checkpoint.check_tokenizer_matches` for the size);
-    ``config.json``'s ``vocab_size`` must equal its ``V`` (19 for arithmetic); and
+    :func:`~rljax.policies.hf_checkpoint.check_tokenizer_matches` for the size) and
+    ``config.json``'s ``vocab_size`` must equal its ``V`` (19 for arithmetic); for an
+    :class:`~rljax.text_tokenizer.HFTokenizer` (a text task's), the directory's
+    ``tokenizer.json`` must be that tokenizer (:func:`check_checkpoint_tokenizer`); and
     ``max_position_embeddings`` must be at least ``context_length`` (``prompt_length +
     max_new_tokens``).
 
@@ -1071,7 +1141,9 @@ def load_checkpoint_policy(checkpoint: str | Path, context_length: int,
     """
     directory = Path(checkpoint).expanduser()
     model, params = load_hf_checkpoint(directory)
-    if (directory / TOKENIZER_FILE).is_file():
+    if isinstance(vocab, HFTokenizer):
+        check_checkpoint_tokenizer(directory, model, vocab)
+    elif (directory / TOKENIZER_FILE).is_file():
         tokenizer = load_hf_tokenizer(directory)
         check_tokenizer_matches(tokenizer, model)
         file = directory / TOKENIZER_FILE
@@ -1091,7 +1163,7 @@ def load_checkpoint_policy(checkpoint: str | Path, context_length: int,
                              f"({tokenizer.vocab_size} tokens; the task needs "
                              f"{vocab.vocab_size}: PAD, BOS, EOS, then each of "
                              f"{vocab.alphabet!r} as one token, ids 3..)")
-    if model.config.vocab_size != vocab.vocab_size:
+    if not isinstance(vocab, HFTokenizer) and model.config.vocab_size != vocab.vocab_size:
         raise ValueError(f"{directory / CONFIG_FILE}: vocab_size {model.config.vocab_size}, "
                          f"but the arithmetic task's character tokenizer has "
                          f"{vocab.vocab_size} ids (the policy must be trained on it)")
@@ -1102,6 +1174,34 @@ def load_checkpoint_policy(checkpoint: str | Path, context_length: int,
     policy = Decoder(dataclasses.replace(model.config, max_position_embeddings=context_length,
                                          value_head=False))
     return policy, params
+
+
+def check_checkpoint_tokenizer(directory: str | Path, model: Decoder,
+                               tokenizer: HFTokenizer) -> None:
+    """A checkpoint directory's ``tokenizer.json`` is the task's ``tokenizer`` (host side,
+    no arrays): the file exists, its tokenization model (vocabulary and merges) and every
+    token's id equal the task's, and so do its PAD, BOS and EOS ids; the model's
+    embedding ``[V, W]`` may be larger than the tokenizer (HF pads it, as Qwen2.5's), not
+    smaller. One-line ``ValueError`` naming the file otherwise."""
+    directory = Path(directory).expanduser()
+    file = directory / TOKENIZER_FILE
+    if not file.is_file():
+        raise ValueError(f"{file}: missing; a text task's checkpoint must carry the task's "
+                         f"tokenizer ({tokenizer.vocab_size} ids)")
+    found = load_hf_tokenizer(directory)
+    check_tokenizer_matches(found, model)
+    for name in ("pad", "bos", "eos"):
+        have, want = getattr(found, f"{name}_id"), getattr(tokenizer, f"{name}_id")
+        if have != want:
+            raise ValueError(f"{file}: {name}_token id {have}, but the task's tokenizer uses "
+                             f"{want}")
+    same_model = (json.loads(found.tokenizer.to_str())["model"]
+                  == json.loads(tokenizer.tokenizer.to_str())["model"])
+    if not same_model or (found.tokenizer.get_vocab(with_added_tokens=True)
+                          != tokenizer.tokenizer.get_vocab(with_added_tokens=True)):
+        raise ValueError(f"{file}: not the task's tokenizer ({found.vocab_size} tokens, the "
+                         f"task's {tokenizer.vocab_size}; every token must have the same id "
+                         f"and the same merges)")
 
 
 def make_lm_trainer(config: LMTrainConfig,
@@ -1139,9 +1239,9 @@ def make_lm_trainer(config: LMTrainConfig,
         policy, params = load_checkpoint_policy(decoder.checkpoint, context, vocab)
         initial = InitialParams(params)
     elif decoder is not None:
-        policy = Decoder(policy_config(config, decoder, context))
+        policy = Decoder(policy_config(config, decoder, context, vocab_size=vocab.vocab_size))
     else:
-        policy = TinyLM(policy_config(config, None, context))
+        policy = TinyLM(policy_config(config, None, context, vocab_size=vocab.vocab_size))
     value = None
     if isinstance(algorithm, LMPPOConfig):
         value = type(policy)(dataclasses.replace(policy.config, value_head=True))
@@ -1150,18 +1250,22 @@ def make_lm_trainer(config: LMTrainConfig,
         classifier = DifficultyClassifier(len(task.levels))
         build = uniform_sampler if algorithm.curriculum == "uniform" else prompt_gdro_sampler
         sampler = build(classifier, config.prompts_per_step, config.group_size)
-    check_policy_vocabulary(policy, initial, vocab.vocab_size)
+    check_policy_vocabulary(policy, initial, vocab.vocab_size,
+                            padded=initial is not None and isinstance(vocab, HFTokenizer))
     return LMTrainer(config=config, algorithm=algorithm, policy=policy, value=value, task=task,
-                     sampler=sampler, initial=initial, warm_start=warm_start)
+                     sampler=sampler, initial=initial, warm_start=warm_start,
+                     lora=None if decoder is None else decoder.lora())
 
 
 def check_policy_vocabulary(policy: CausalLM, initial: InitialParams | None,
-                            vocab_size: int) -> None:
+                            vocab_size: int, padded: bool = False) -> None:
     """The LM trainer's action-space check: the policy's logits are over the task
-    tokenizer's ``V`` tokens (``[B, T, V]``). Read from the model's declared
-    ``config.vocab_size`` and, with checkpoint params, the ``[V, W]`` token embedding, so
-    it costs nothing (no trace; ``validate`` builds trainers often). One-line
-    ``ContractError`` naming the model and both sizes."""
+    tokenizer's ``V`` tokens (``[B, T, V]``; with ``padded``, a checkpoint of a subword
+    tokenizer, at least ``V``: HF pads embeddings, e.g. Qwen2.5's, and an id beyond the
+    tokenizer scores 0). Read from the model's declared ``config.vocab_size`` and, with
+    checkpoint params, the ``[V, W]`` token embedding, so it costs nothing (no trace;
+    ``validate`` builds trainers often). One-line ``ContractError`` naming the model and
+    both sizes."""
     sizes = {"config.vocab_size": getattr(getattr(policy, "config", None), "vocab_size", None)}
     if initial is not None:
         leaves = jax.tree_util.tree_flatten_with_path(initial.params)[0]
@@ -1170,6 +1274,8 @@ def check_policy_vocabulary(policy: CausalLM, initial: InitialParams | None,
         if tables:
             sizes["the checkpoint's token embedding"] = int(jnp.shape(tables[0])[0])
     for what, size in sizes.items():
+        if padded and isinstance(size, int) and size > vocab_size:
+            continue  # HF pads embeddings past the tokenizer (an id beyond it scores 0)
         if size != vocab_size:
             raise ContractError(f"policy {type(policy).__name__}: logits over {size} tokens "
                                 f"({what}) but the task's tokenizer has {vocab_size}")
@@ -1181,8 +1287,10 @@ def tree_bytes(tree: Any) -> int:
                    for leaf in jax.tree_util.tree_leaves(tree)))
 
 
-def training_step_memory(trainer: LMTrainer) -> dict[str, int]:
-    """XLA's memory analysis of one seed's compiled RL step (``trainer.rl_step``).
+def training_step_memory(trainer: LMTrainer, donate: bool = False) -> dict[str, int]:
+    """XLA's memory analysis of one seed's compiled RL step (``trainer.rl_step``; with
+    ``donate``, the state is donated, so the new params and Adam state alias the old as
+    in a training loop).
 
     Returns bytes: ``param_bytes`` (policy, plus the value model for PPO),
     ``reference_bytes``, ``optimizer_bytes``, ``temp_bytes`` (XLA's temporaries: the
@@ -1192,7 +1300,8 @@ def training_step_memory(trainer: LMTrainer) -> dict[str, int]:
     shapes come from ``jax.eval_shape`` of ``init``.
     """
     state = jax.eval_shape(trainer.init, jax.random.key(0))
-    compiled = jax.jit(trainer.rl_step).lower(state).compile()
+    compiled = jax.jit(trainer.rl_step, donate_argnums=(0,) if donate else ()
+                       ).lower(state).compile()
     analysis = compiled.memory_analysis()
     temp = int(analysis.temp_size_in_bytes)
     argument = int(analysis.argument_size_in_bytes)

@@ -33,6 +33,7 @@ from typing import Any, Protocol, TypeVar
 
 from rljax.config import ConfigError, check_fields, declared_fields, param
 from rljax.losses import AGGREGATIONS, KL_ESTIMATORS
+from rljax.policies.lora import LoRAConfig
 
 ADVANTAGES = ("group_relative", "group_mean", "leave_one_out", "reinforce_pp",
               "reinforce_pp_baseline")
@@ -51,6 +52,12 @@ CURRICULA = ("none", "uniform", "prompt_gdro")
 
 ARCHITECTURES = ("tiny", "decoder")
 """The policies a flat config chooses (:class:`LMArchitectureConfig`)."""
+
+LORA_TARGET_SETS = {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+                    "mlp": ("gate_proj", "up_proj", "down_proj"),
+                    "all": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                            "down_proj")}
+"""``lora_targets``' values: the decoder projections each adapts (HF's module names)."""
 
 C = TypeVar("C")
 
@@ -184,6 +191,12 @@ class LMDecoderConfig:
         weights start every seed's policy (then ``sft_steps`` of warm-up on top, may be 0);
         its sizes replace the size fields, its vocabulary must be the task's tokenizer
         and its ``max_position_embeddings`` at least ``prompt_length + max_new_tokens``.
+      lora_rank, lora_alpha, lora_targets: LoRA (:mod:`rljax.policies.lora`): with
+        ``lora_rank = r > 0`` the RL phase trains only rank-``r`` adapters of the
+        ``lora_targets`` projections, scaled by ``lora_alpha / r``, on the warm-started
+        decoder, which stays frozen and is also the KL reference (no second copy);
+        ``0``: full fine-tuning. :meth:`lora` gives the
+        :class:`~rljax.policies.lora.LoRAConfig`.
     """
 
     num_kv_heads: int = param(0, "key/value heads (0 = num_heads; fewer is grouped-query "
@@ -194,10 +207,34 @@ class LMDecoderConfig:
     checkpoint: str = param("", "'' (random init) or a local Hugging Face-layout directory "
                             "whose weights start every seed (its sizes replace the size "
                             "fields)")
+    lora_rank: int = param(0, "LoRA's rank r: the RL phase trains only rank-r adapters on "
+                           "the frozen warm-started decoder, also the KL reference (0 = "
+                           "full fine-tuning)", low=0)
+    lora_alpha: float = param(16.0, "LoRA's scale numerator: the adapters add "
+                              "(lora_alpha / lora_rank) A B", low=0.0, low_open=True)
+    lora_targets: str = param("attention", "the projections LoRA adapts: attention (q, k, "
+                              "v, o), mlp (gate, up, down) or all",
+                              choices=tuple(LORA_TARGET_SETS))
 
     def validate(self) -> None:
         """One-line :class:`~rljax.config.ConfigError` naming the first invalid field."""
         check_fields(self)
+        if self.lora_rank == 0:
+            defaults = {f.name: f.default for f in dataclasses.fields(LMDecoderConfig)}
+            for name in ("lora_alpha", "lora_targets"):
+                default = defaults[name]
+                if getattr(self, name) != default:
+                    raise ConfigError(f"{name}: a LoRA setting, needs lora_rank >= 1 (leave "
+                                      f"it {default!r} for full fine-tuning), got "
+                                      f"{getattr(self, name)!r}")
+
+    def lora(self) -> LoRAConfig | None:
+        """The :class:`~rljax.policies.lora.LoRAConfig` of the ``lora_*`` fields, or None
+        for full fine-tuning (``lora_rank = 0``)."""
+        if not self.lora_rank:
+            return None
+        return LoRAConfig(rank=self.lora_rank, alpha=float(self.lora_alpha),
+                          targets=LORA_TARGET_SETS[self.lora_targets])
 
 
 @dataclass(frozen=True)
@@ -235,7 +272,10 @@ class LMArchitectureConfig(LMDecoderConfig):
 
 class LMTask(Protocol):
     """What the LM trainer calls on its task (:class:`~rljax.envs.arithmetic.ArithmeticTask`
-    is one): problems as token arrays and reward programs over completions.
+    is one, :class:`~rljax.envs.text_tasks.TokenizedTask` another): problems as token
+    arrays and reward programs over completions. An optional ``tokenizer`` attribute
+    (``vocab_size``, ``eos_id``, ``pad_id``) sets the policy's vocabulary ``V`` and
+    generation's stop and pad ids; without one, the arithmetic character tokenizer's.
 
     Attributes:
       levels: the difficulty levels (ints) the task draws from; the evaluation set takes
@@ -306,6 +346,7 @@ __all__ = [
     "LMGRPOConfig",
     "LMPPOConfig",
     "LMTask",
+    "LORA_TARGET_SETS",
     "check_task",
     "config_from",
 ]
