@@ -966,13 +966,24 @@ class ArithmeticTask:
         Returns:
           float32 ``[N]``.
         """
-        for name in weights:
-            if name not in REWARD_KEYS:
-                raise ValueError(f"weights: unknown reward {name!r}; allowed: {REWARD_KEYS}")
-        total = jnp.zeros_like(rewards.accuracy)
-        for name, weight in weights.items():
-            total = total + jnp.asarray(weight, jnp.float32) * getattr(rewards, name)
-        return total.astype(jnp.float32)
+        return weighted_reward(rewards, weights)
+
+
+def weighted_reward(rewards: Rewards, weights: dict[str, float | Array]) -> Array:
+    """``r = sum_k w_k * rewards.k`` over ``k`` in ``weights`` (keys among
+    :data:`REWARD_KEYS`; a weight is a float or a scalar array): float32 ``[N]``, the
+    ``combined_reward`` of every task that scores with :class:`Rewards`.
+
+    Raises:
+      ValueError: one line naming an unknown reward key.
+    """
+    for name in weights:
+        if name not in REWARD_KEYS:
+            raise ValueError(f"weights: unknown reward {name!r}; allowed: {REWARD_KEYS}")
+    total = jnp.zeros_like(rewards.accuracy)
+    for name, weight in weights.items():
+        total = total + jnp.asarray(weight, jnp.float32) * getattr(rewards, name)
+    return total.astype(jnp.float32)
 
 
 def parse_levels(levels: str) -> tuple[int, ...]:

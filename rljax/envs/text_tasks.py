@@ -52,11 +52,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.envs.arithmetic import (
-    REWARD_KEYS,
     SPLITS,
     Problems,
     Rewards,
     check_eval_fraction,
+    weighted_reward,
 )
 from rljax.text_tokenizer import HFTokenizer
 from rljax.types import Array, PRNGKey
@@ -476,13 +476,7 @@ class TokenizedTask:
     def combined_reward(self, rewards: Rewards, weights: dict[str, float | Array]) -> Array:
         """``r = sum_k w_k * rewards.k`` over ``k`` in ``weights`` (keys among
         ``"accuracy"``, ``"format"``, ``"process"``): float32 ``[N]``."""
-        for name in weights:
-            if name not in REWARD_KEYS:
-                raise ValueError(f"weights: unknown reward {name!r}; allowed: {REWARD_KEYS}")
-        total = jnp.zeros_like(rewards.accuracy)
-        for name, weight in weights.items():
-            total = total + jnp.asarray(weight, jnp.float32) * getattr(rewards, name)
-        return total.astype(jnp.float32)
+        return weighted_reward(rewards, weights)
 
 
 __all__ = [
