@@ -35,11 +35,14 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rljax.study import CHECKPOINTS, RUN_RECORD  # stdlib only: start-up stays light
+from rljax.study import (  # stdlib only: start-up stays light
+    CHECKPOINTS,
+    EXPERIMENT_GROUP,
+    RUN_RECORD,
+)
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command ended by Ctrl-C
-EXPERIMENT_GROUP = "rljax.experiments"
 BENCHMARK_GROUP = "rljax.benchmarks"
 
 

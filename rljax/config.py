@@ -21,7 +21,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 #: Texts ``--set`` reads as ``None`` for a ``float | None`` field (a feature switched off).
@@ -120,6 +120,48 @@ def traced_values(config: Any) -> dict[str, Any]:
     off, is structural and left out): this config's row of a grid."""
     return {name: getattr(config, name) for name in traced_fields(type(config))
             if getattr(config, name) is not None}
+
+
+def check_traced_hparams(config_cls: type, config: Any,
+                         hparams: Mapping[str, Any] | None) -> None:
+    """Raise a one-line ``ValueError`` if ``hparams`` names a field that cannot be traced.
+
+    Allowed names are the traced fields of ``config_cls`` (:func:`traced_fields`), each
+    only when ``config``'s value is a number: ``None`` (a feature switched off) is
+    structural, it removes a branch from the program. Values are not checked (they may be
+    traced); a sweep validates each configuration before it runs.
+    """
+    if hparams is None:
+        return
+    traceable = traced_fields(config_cls)
+    unknown = sorted(set(hparams) - set(traceable))
+    if unknown:
+        raise ValueError(f"hparams: cannot trace {', '.join(unknown)}; traceable fields: "
+                         f"{', '.join(traceable)}")
+    for name in sorted(hparams):
+        if getattr(config, name) is None:
+            raise ValueError(f"hparams: {name} is traced but config.{name} is None (off is "
+                             f"structural); set config.{name} to a number")
+
+
+def resolve_traced_hparams(config_cls: type, config: Any,
+                           hparams: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``{name: value}`` for every traced field of ``config_cls``: ``hparams[name]`` (a
+    scalar, possibly traced, cast to float32) where given, else ``config``'s constant.
+
+    Raises:
+      ValueError: as :func:`check_traced_hparams`, or for a value that is not a scalar.
+    """
+    import jax.numpy as jnp
+
+    check_traced_hparams(config_cls, config, hparams)
+    values = {name: getattr(config, name) for name in traced_fields(config_cls)}
+    for name, value in (hparams or {}).items():
+        if jnp.ndim(value) != 0:
+            raise ValueError(f"hparams: {name} must be a scalar (one run's value), got shape "
+                             f"{jnp.shape(value)}")
+        values[name] = jnp.asarray(value, jnp.float32)
+    return values
 
 
 def with_defaults(base: type, **defaults: Any) -> type:

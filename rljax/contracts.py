@@ -194,6 +194,9 @@ def check_policy_head(
     env_name: str,
     batch_shape: tuple[int, ...],
     actions_shape: tuple[int, ...] | None = None,
+    *,
+    role: str = "policy",
+    outputs: str = "logits",
 ) -> None:
     """Check a policy head's distribution parameters against the env's action space (or,
     where no env is at hand, a batch of the actions it will score).
@@ -210,38 +213,40 @@ def check_policy_head(
       batch_shape: the batch the head was applied to.
       actions_shape: the shape of the actions the head's ``log_prob`` will score
         (``[*batch, D]`` for a Gaussian head), when known; ``None``: not checked.
+      role, outputs: what the function is and what it returns, for the message
+        (``"Q-network"`` / ``"Q-values"`` for a value-based method's ``[*batch, A]``).
 
     Raises:
-      ContractError: one line, e.g. ``GridNet.apply (policy): logits have 3 actions but
+      ContractError: one line, e.g. ``GridNet.apply ({role}): logits have 3 actions but
         GridWorld's action_space is Discrete(4)``.
     """
     batch = list(batch_shape)
     if distribution_name == "categorical":
         if not _is_array(dist_params) or list(jnp.shape(dist_params)[:-1]) != batch \
                 or jnp.ndim(dist_params) != len(batch) + 1:
-            raise ContractError(f"{apply_name} (policy): returns logits of shape "
+            raise ContractError(f"{apply_name} ({role}): returns {outputs} of shape "
                                 f"{shape_text(dist_params)} for a batch {batch}; a "
                                 f"categorical head needs {_with_last(batch, 'A')}")
         actions = int(jnp.shape(dist_params)[-1])
         n = getattr(space, "n", None)
         if n is not None and actions != int(n):
-            raise ContractError(f"{apply_name} (policy): logits have {actions} actions but "
+            raise ContractError(f"{apply_name} ({role}): {outputs} have {actions} actions but "
                                 f"{env_name}'s action_space is {space!r}")
         return
     if not (isinstance(dist_params, tuple | list) and len(dist_params) == 2
             and all(_is_array(p) for p in dist_params)):
-        raise ContractError(f"{apply_name} (policy): a {distribution_name} head returns "
+        raise ContractError(f"{apply_name} ({role}): a {distribution_name} head returns "
                             f"(mean, log_std), got {shape_text(dist_params)}")
     mean, log_std = dist_params
     for what, value in (("mean", mean), ("log_std", log_std)):
         if list(jnp.shape(value)[:-1]) != batch or jnp.ndim(value) != len(batch) + 1:
-            raise ContractError(f"{apply_name} (policy): {what} has shape {shape_text(value)} "
+            raise ContractError(f"{apply_name} ({role}): {what} has shape {shape_text(value)} "
                                 f"for a batch {batch}; a {distribution_name} head needs "
                                 f"{_with_last(batch, 'D')}")
     shape = getattr(space, "shape", None)
     if shape is not None and getattr(space, "n", None) is None:
         if (int(jnp.shape(mean)[-1]),) != tuple(shape) or jnp.shape(log_std) != jnp.shape(mean):
-            raise ContractError(f"{apply_name} (policy): Gaussian mean "
+            raise ContractError(f"{apply_name} ({role}): Gaussian mean "
                                 f"{list(jnp.shape(mean)[-1:])} / log_std "
                                 f"{list(jnp.shape(log_std)[-1:])} per observation but "
                                 f"{env_name}'s action_space is {space!r}")

@@ -73,6 +73,27 @@ def code_version(*modules: Any) -> str:
     return digest.hexdigest()[:16]
 
 
+#: The entry-point group studies are registered in (pyproject.toml), read by ``rljax run``.
+EXPERIMENT_GROUP = "rljax.experiments"
+
+
+def load_study(name: str) -> Any:
+    """The registered study ``name`` (its module, from the :data:`EXPERIMENT_GROUP` entry
+    points): how a study that compares other studies' methods reaches them without
+    importing them (studies stay independent of each other).
+
+    Raises:
+      ValueError: one line naming the study and the registered ones.
+    """
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep for ep in entry_points(group=EXPERIMENT_GROUP)}
+    if name not in found:
+        raise ValueError(f"study: {name!r} is not registered; registered: "
+                         f"{', '.join(sorted(found))}")
+    return found[name].load()
+
+
 def study_name(module: Any) -> str:
     """The study's registered name (its ``NAME``, else its module name)."""
     return str(getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1]))

@@ -58,14 +58,14 @@ class BenchPreset:
 
 
 # Accelerator sizes: 65,536 seeds for the sweep-shaped workloads, batch 1,024 search, the
-# 10 M-parameter decoder, the ~0.5 B one's steps; budgets sum to 570 s (the script's
-# whole run stays in 10 min).
+# 10 M-parameter decoder, the ~0.5 B one's steps, the off-policy trainers against rejax;
+# budgets sum to 570 s (the script's whole run stays in 10 min).
 GPU = {
     "sweep": BenchPreset(attrs={"SEED_COUNTS": (1, 16384, 65536), "BLOCK_SIZE": 65536,
                                 "ROUNDS": {1: 5, 16384: 5, 65536: 5}}, budget_s=60),
     "scaling": BenchPreset(attrs={"SEED_COUNTS": (1, 256, 4096, 65536), "ROUNDS": 3,
                                   "COMPILE_ROUNDS": 1, "MEMORY_BUDGET_BYTES": 100 * 2**30},
-                           budget_s=90),
+                           budget_s=75),
     "mcts": BenchPreset(attrs={"BATCHES": (1, 1024), "SIMULATIONS": (16, 64, 256)},
                         budget_s=60),
     "lm": BenchPreset(env={"RLJAX_BENCH_LM_QUICK": "0"}, kwargs={"quick": False},
@@ -82,7 +82,16 @@ GPU = {
     # time, memory), beside the 10 M one; the FSDP check runs on 8 forced CPU devices
     "lm-scale": BenchPreset(attrs={"RUN_STEPS": True, "STEP_ROUNDS": 3, "ROUNDS": 3,
                                    "SIZE_NAMES": ("10M", "0.5B")},
-                            kwargs={"quick": False}, budget_s=130),
+                            kwargs={"quick": False}, budget_s=100),
+    # DQN / PQN / SAC against rejax at 1, 128 and 4,096 seeds, timing only (returns are
+    # the CPU run's, docs/offpolicy_bench.md)
+    "offpolicy": BenchPreset(kwargs={"seed_counts": (1, 128, 4096), "rounds": 3,
+                                     "return_seeds": 0,
+                                     "timed_steps": {"dqn": {1: 2_000, 128: 200, 4096: 50},
+                                                     "pqn": {1: 4_096, 128: 2_048,
+                                                             4096: 2_048},
+                                                     "sac": {1: 1_000, 128: 100, 4096: 25}}},
+                             budget_s=45),
 }
 
 # CPU smoke sizes: the same code paths, seconds each.
@@ -103,12 +112,15 @@ TINY = {
                          budget_s=120),
     "grid": BenchPreset(env={"RLJAX_BENCH_GRID_QUICK": "1"}, budget_s=120),
     "lm-scale": BenchPreset(kwargs={"quick": True}, budget_s=180),
+    "offpolicy": BenchPreset(kwargs={"algorithms": ("dqn",), "seed_counts": (1,),
+                                     "timed_steps": {"dqn": {1: 20}}, "rounds": 1,
+                                     "return_seeds": 0}, budget_s=180),
 }
 
 PRESETS: dict[str, dict[str, BenchPreset]] = {"gpu": GPU, "tiny": TINY}
 
 #: the peer library a benchmark needs (a child that cannot import it reports "missing")
-PEER_OF = {"mcts": "mctx", "stats": "rliable", "ppo": "rejax"}
+PEER_OF = {"mcts": "mctx", "stats": "rliable", "ppo": "rejax", "offpolicy": "rejax"}
 
 
 def benchmark_module(name: str):

@@ -300,6 +300,23 @@ MUTANTS = (
            "-log_alpha * (jax.lax.stop_gradient(log_pi) + entropy_target)",
            "-log_alpha * (log_pi + entropy_target)",
            ("tests/test_sac.py",)),
+    # issue 36: the off-policy trainers
+    Mutant("offpolicy_truncation_not_bootstrapped", "rljax/training/offpolicy.py",
+           'bootstrap_obs = jnp.where(cut, info["final_obs"], next_obs)',
+           "bootstrap_obs = next_obs",
+           ("tests/test_offpolicy_trainers.py",)),
+    Mutant("pqn_trainer_truncations_dropped", "rljax/training/pqn.py",
+           "truncated = jnp.logical_and(done, jnp.logical_not(terminated)) if bootstrap else None",
+           "truncated = None",
+           ("tests/test_offpolicy_trainers.py",)),
+    Mutant("dqn_trainer_learns_before_learning_starts", "rljax/training/dqn.py",
+           "learning = steps_done >= config.learning_starts",
+           "learning = steps_done >= 0",
+           ("tests/test_offpolicy_trainers.py",)),
+    Mutant("offpolicy_compare_tunes_on_fresh_seeds", "experiments/offpolicy_compare.py",
+           "base = config.method_config(method, config.tune_seeds, 0)",
+           "base = config.method_config(method, config.tune_seeds, config.first_seed)",
+           ("tests/test_offpolicy_studies.py::test_compare_tunes_on_tuning_seeds_and_reports_fresh_ones",)),
 )
 
 

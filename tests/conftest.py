@@ -116,6 +116,11 @@ CI_SLOW = {
     "test_stochastic_muzero.py::test_matches_mctx_under_jit_without_invalid_actions":
         "test_matches_mctx_under_vmap_over_keys_with_invalid_actions_and_options",
     "test_compare.py::test_atari100k_report": "test_report_on_two_runs",
+    # the sac study end to end (6 s): its harness runs in the dqn / pqn study tests, SAC's
+    # trainer (chunks, truncations, evaluation) in test_offpolicy_trainers.py
+    "test_offpolicy_studies.py::test_sac_study_runs_on_a_box_env":
+        "test_dqn_study_writes_its_files_and_its_figures_follow_the_table and "
+        "test_offpolicy_trainers.py's SAC tests",
     "test_ppo.py::test_composes_with_optax_and_the_shared_loop":
         "test_optax_idiom.py::test_grad_of_loss_is_update_bitwise[ppo]",
     "test_gymnax_adapter.py::test_ppo_sweep_runs_on_a_gymnax_env":

@@ -265,6 +265,8 @@ def check_run(args) -> None:
     for field in ("seeds", "block_size", "base_seed"):
         if getattr(args, field) is not None:
             overrides[field] = parse_value(field, getattr(args, field), int)
+    if getattr(args, "env", None) is not None:  # --env NAME is the study's env field
+        overrides["env"] = args.env
     build_config(module.Config, overrides)
     if args.grid or args.sample or args.samples is not None:
         from rljax.grid import make_grid

@@ -231,7 +231,12 @@ def test_no_config_declares_more_than_30_fields():
 #: Issue 35 raised it to 10,968: `rljax bench lm-scale` (+314: LoRA memory at four sizes,
 #: the padded sampler, the 8-device sharding check; the sharding and the trainer's LoRA
 #: mode live in the library) and lm-grpo's `task` knob with a checkpoint's tokenizer (+33).
-EXPERIMENTS_CEILING = 10_968
+#: Issue 36 raised it to 12,214: the dqn / pqn / sac studies (+88, three Config lines over
+#: one harness, experiments/offpolicy_env.py +429: run shape, presets, figures, paired
+#: grid, report), offpolicy-compare (+240: tuning on tuning seeds, fresh-seed report,
+#: pairs) and `rljax bench offpolicy` (+490 against rejax's DQN, PQN and SAC); the
+#: trainers, their configs, presets and chunking live in the library (rljax.training).
+EXPERIMENTS_CEILING = 12_214
 
 
 def test_experiments_do_not_grow():

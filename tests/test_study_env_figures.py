@@ -188,6 +188,17 @@ def _recurrent() -> list[str]:
                   ("paired difference GRU − FF (mean)", diff, 0)))]
 
 
+def _compare_pendulum() -> list[str]:
+    """offpolicy-compare on Pendulum-v1 (SAC vs PPO at 20,000 steps): each method's test
+    return IQM and the paired difference."""
+    s = _load("offpolicy_compare_Pendulum-v1.json")
+    rep = s["report"]
+    (pair,) = s["pairs"]
+    return [f"SAC {_ci(rep['sac']['iqm'], *rep['sac']['ci'], 0)}",
+            f"PPO {_ci(rep['ppo']['iqm'], *rep['ppo']['ci'], 0)}",
+            f"{_ci(pair['difference'], *pair['ci'], 0)}"]
+
+
 EXPECTED = {  # name: (the page that quotes them, the figures)
     "ppo Pendulum-v1 (gymnax-blines)": ("ppo", [_study("ppo_env_Pendulum-v1.json", 0),
                                                 *_eval("ppo_env_Pendulum-v1.json", 0)]),
@@ -214,6 +225,7 @@ EXPECTED = {  # name: (the page that quotes them, the figures)
     "one BLAS thread (rljax.cpu_threads), seeds prose": (ANY_PAGE, _init_threads()[:2]),
     "bench lm (decoder)": ("lm-grpo", _bench_lm()),
     "bench lm-scale": (ANY_PAGE, _bench_lm_scale()),
+    "offpolicy-compare Pendulum-v1 (SAC vs PPO)": ("offpolicy-compare", _compare_pendulum()),
     "lm-grpo on word problems (BPE, LoRA)": ("lm-grpo", _lm_grpo_word()),
 }
 

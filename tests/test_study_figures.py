@@ -376,11 +376,52 @@ def _alphazero(s):
     return rows
 
 
+def _at_cap(s):
+    """``**K of S seeds**`` at the largest test return and the exact interval of the
+    fraction (the dqn and pqn pages)."""
+    low, high = s["fraction_at_max_ci"]
+    return [f"**{s['seeds_at_max']} of {s['seeds']} seeds**", f"[{low:.2f}, {high:.2f}]"]
+
+
+def _offpolicy_run(s):
+    """A dqn / pqn / sac page's test and training returns (0 decimals)."""
+    return [ci(s["test_return_iqm"], s["test_return_ci"], 0),
+            ci(s["train_return_iqm"], s["train_return_ci"], 0)]
+
+
+def _dqn(s):
+    return [*_at_cap(s), *_offpolicy_run(s)]
+
+
+def _pqn(s):
+    return [*_at_cap(s), *_offpolicy_run(s)]
+
+
+def _sac(s):
+    test, train = _offpolicy_run(s)
+    return [f"**{test}**", train, InIndex(test)]
+
+
+def _offpolicy_compare(s):
+    """The comparison page's table cells, pairs and headline."""
+    rep, tune = s["report"], s["tuning"]
+    out = [" / ".join(f"{x:.0f}" for x in tune[m]["iqm"]) for m in ("ppo", "dqn", "pqn")]
+    out += [f"| {ci(rep[m]['iqm'], rep[m]['ci'], 0)} |" for m in ("ppo", "dqn", "pqn")]
+    pair = {(p["a"], p["b"]): p for p in s["pairs"]}
+    for a, b in (("ppo", "dqn"), ("dqn", "pqn")):
+        p = pair[(a, b)]
+        out.append(ci(p["difference"], p["ci"], 0, sign=True))
+    out.append(f"P(PPO > DQN) {pair[('ppo', 'dqn')]['p_a_better']:.2f}")
+    out.append(InIndex(f"DQN {ci(rep['dqn']['iqm'], rep['dqn']['ci'], 0)}"))
+    return out
+
+
 MAKERS = {"orm-vs-prm": _orm, "lm-variants": _lm_variants, "rl-then-search": _rl_then_search,
           "test-time-search": _test_time_search, "lm-grpo": _lm_grpo,
           "ppo-cartpole": _ppo_cartpole, "four-answer": _four_answer, "gdro": _gdro,
           "grpo-signal": _grpo_signal, "interval-coverage": _interval_coverage,
-          "alphazero": _alphazero}
+          "alphazero": _alphazero, "dqn": _dqn, "pqn": _pqn, "sac": _sac,
+          "offpolicy-compare": _offpolicy_compare}
 
 
 def _nth(make: Callable[[dict], list[str]], index: int, summary: dict) -> str:

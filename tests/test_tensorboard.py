@@ -196,17 +196,27 @@ def test_cli_tensorboard_on_a_study_that_cannot_write_it_exits_2(tmp_path, capsy
 def test_supports_tensorboard_is_declared_exactly_by_chunked_studies():
     """Every registered study declares ``SUPPORTS_TENSORBOARD = True`` iff its source runs a
     ``ChunkedSweep`` (the only sweep that writes TensorBoard logs), directly or through
-    ``rljax.grid.run_grid`` over ``make_ppo_chunks``' chunked programs."""
+    ``rljax.grid.run_grid`` over a trainer's chunked programs (``make_ppo_chunks``, the
+    off-policy ``make_*_chunks``)."""
     import ast
     import inspect
 
     from rljax import cli
 
+    chunked_makers = ("ChunkedSweep", "make_ppo_chunks", "make_dqn_chunks", "make_pqn_chunks",
+                      "make_sac_chunks")
+
     def calls_chunked_sweep(module):
+        """The source calls or hands on a chunked program's maker (the off-policy studies
+        pass theirs to experiments.offpolicy_env, whose make_chunks a study may import)."""
         tree = ast.parse(inspect.getsource(module))
-        return any(isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
-            node.func, "attr", None)) in ("ChunkedSweep", "make_ppo_chunks")
-            for node in ast.walk(tree))
+        named = any(getattr(node, "id", getattr(node, "attr", None)) in chunked_makers
+                    for node in ast.walk(tree) if isinstance(node, ast.Name | ast.Attribute))
+        imported = any(isinstance(node, ast.ImportFrom) and node.module ==
+                       "experiments.offpolicy_env" and any(a.name == "make_chunks"
+                                                           for a in node.names)
+                       for node in ast.walk(tree))
+        return named or imported
 
     studies = {name: ep.load() for name, ep in cli.registry(cli.EXPERIMENT_GROUP).items()}
     declared = {n for n, m in studies.items() if cli.supports_tensorboard(m)}

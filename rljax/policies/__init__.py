@@ -37,6 +37,7 @@ from rljax.policies.mlp import (
 )
 from rljax.policies.qnetwork import QMLP, QNetwork, epsilon_greedy, mlp_q_network
 from rljax.policies.recurrent import RecurrentActorCritic, gru_actor_critic
+from rljax.policies.sac_networks import SACNetworks, mlp_sac_networks
 from rljax.policies.sampling import (
     MASKED_LOGIT,
     categorical_from_uniform,
@@ -71,6 +72,8 @@ __all__ = [
     "QNetwork",
     "QMLP",
     "mlp_q_network",
+    "SACNetworks",
+    "mlp_sac_networks",
     "epsilon_greedy",
     "equation_actor_critic",
     "encode_observation",

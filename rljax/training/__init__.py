@@ -5,8 +5,11 @@ language-model trainer (:mod:`rljax.training.lm`: warm-up, GRPO, PPO, the SFT co
 the cached warm start of :mod:`rljax.training.lm_warm_start`; one step sharded over a
 device mesh, :mod:`rljax.training.lm_sharding`); test-rollout
 evaluation of a trained actor-critic (:mod:`rljax.training.evaluation`); per-seed final
-returns from a PPO run's logs (:func:`final_returns`)."""
+returns from a PPO run's logs (:func:`final_returns`); the off-policy baselines DQN, PQN and
+SAC (:mod:`rljax.training.dqn`, :mod:`~rljax.training.pqn`, :mod:`~rljax.training.sac`,
+their configs in :mod:`rljax.training.offpolicy_config`)."""
 
+from rljax.training.dqn import make_dqn_chunks, make_dqn_train
 from rljax.training.episode_returns import final_returns
 from rljax.training.evaluation import Evaluation, evaluate_policy
 from rljax.training.lm import (
@@ -31,13 +34,16 @@ from rljax.training.lm_sharding import (
     tree_shardings,
 )
 from rljax.training.lm_warm_start import WarmStart, cached_warm_start
+from rljax.training.offpolicy_config import DQNTrainConfig, PQNTrainConfig, SACTrainConfig
 from rljax.training.ppo import ENV_AXIS, PPOChunks, PPOChunkState, make_ppo_chunks, make_ppo_train
 from rljax.training.ppo_config import PPOTrainConfig, ppo_optimizer
+from rljax.training.pqn import make_pqn_chunks, make_pqn_train
 from rljax.training.recurrent_ppo import (
     SequenceObs,
     make_recurrent_ppo_train,
     recurrent_ppo_first_batch,
 )
+from rljax.training.sac import make_sac_chunks, make_sac_train
 
 __all__ = [
     "ENV_AXIS",
@@ -72,4 +78,13 @@ __all__ = [
     "Evaluation",
     "evaluate_policy",
     "final_returns",
+    "DQNTrainConfig",
+    "PQNTrainConfig",
+    "SACTrainConfig",
+    "make_dqn_train",
+    "make_dqn_chunks",
+    "make_pqn_train",
+    "make_pqn_chunks",
+    "make_sac_train",
+    "make_sac_chunks",
 ]

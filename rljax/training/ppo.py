@@ -55,6 +55,7 @@ from rljax.policies.distributions import (
     check_supports,
     policy_distribution,
 )
+from rljax.training.chunking import SUMMED_LOGS, check_chunking, chunked_program  # noqa: F401
 from rljax.training.evaluation import episode_limit, evaluate_policy
 from rljax.training.ppo_config import (  # noqa: F401  (re-exported)
     GRAD_CLIPS,
@@ -192,9 +193,6 @@ class PPOChunks(NamedTuple):
     num_chunks: int
 
 
-SUMMED_LOGS = ("return_sum", "episodes")
-
-
 def make_ppo_chunks(
     env: Environment,
     actor_critic: Any,
@@ -250,14 +248,7 @@ def make_ppo_chunks(
     config = PPOTrainConfig() if config is None else config
     check_train_config(config)
     num_updates = config.num_updates
-    for name, value, whole, what in (
-        ("updates_per_chunk", updates_per_chunk, num_updates, "the number of updates"),
-        ("log_every", log_every, updates_per_chunk, "updates_per_chunk"),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
-        if whole % value:
-            raise ValueError(f"{name}: must divide {what} ({whole}), got {value}")
+    check_chunking(num_updates, updates_per_chunk, log_every)
     if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
         raise ValueError(f"eval_episodes: must be an integer >= 0, got {eval_episodes!r}")
     if eval_episodes:
@@ -270,46 +261,22 @@ def make_ppo_chunks(
                              f"{eval_max_steps!r}")
     start, run_updates = _ppo_program(env, actor_critic, config, env_params, init_params)
 
-    def init(key: PRNGKey, hparams: Mapping[str, Array] | None = None) -> PPOChunkState:
-        carry, run_key = start(key, hparams)
-        return PPOChunkState(carry, run_key, jnp.int32(0), jnp.int32(-1))
-
-    def advance(state: PPOChunkState, hparams: Mapping[str, Array] | None = None,
-                ) -> tuple[PPOChunkState, dict[str, Array]]:
-        carry, logs, finite = run_updates(state.carry, state.run_key, state.update,
-                                          updates_per_chunk, hparams)
-        in_chunk = first_nonfinite_step(finite)
-        nonfinite_step = jnp.where(jnp.logical_and(state.nonfinite_step < 0, in_chunk >= 0),
-                                   state.update + in_chunk, state.nonfinite_step)
-        if log_every > 1:
-            logs = {name: _window_aggregate(x, log_every, name in SUMMED_LOGS)
-                    for name, x in logs.items()}
-        state = PPOChunkState(carry, state.run_key, state.update + updates_per_chunk,
-                              nonfinite_step)
-        return state, logs
-
-    def finish(state: PPOChunkState,
-               hparams: Mapping[str, Array] | None = None) -> dict[str, Array]:
-        check_hparams(config, hparams)
-        out = {NONFINITE_STEP: state.nonfinite_step}
-        if eval_episodes:
-            key = jax.random.fold_in(state.run_key, num_updates)
-            for mode in ("sampled", "mode"):
-                result = evaluate_policy(
-                    env, actor_critic, state.carry.params, key, num_episodes=eval_episodes,
-                    max_steps=eval_max_steps, deterministic=mode == "mode",
-                    env_params=env_params, trained_env_state=state.carry.env_state)
-                out[f"eval_return_{mode}"] = result.returns
-                out[f"eval_finished_{mode}"] = result.finished
+    def evaluate(carry: PPOCarry, key: PRNGKey) -> dict[str, Array]:
+        out = {}
+        for mode in ("sampled", "mode"):
+            result = evaluate_policy(
+                env, actor_critic, carry.params, key, num_episodes=eval_episodes,
+                max_steps=eval_max_steps, deterministic=mode == "mode",
+                env_params=env_params, trained_env_state=carry.env_state)
+            out[f"eval_return_{mode}"] = result.returns
+            out[f"eval_finished_{mode}"] = result.finished
         return out
 
-    return PPOChunks(init, advance, finish, num_updates // updates_per_chunk)
-
-
-def _window_aggregate(x: Array, window: int, summed: bool) -> Array:
-    """``[C] -> [C / window]``: sums (``summed``) or means of consecutive windows."""
-    rows = x.reshape(x.shape[0] // window, window, *x.shape[1:])
-    return jnp.sum(rows, axis=1, dtype=x.dtype) if summed else jnp.mean(rows, axis=1)
+    return chunked_program(start, run_updates, num_updates,
+                           updates_per_chunk=updates_per_chunk, log_every=log_every,
+                           evaluate=evaluate if eval_episodes else None,
+                           check_hparams=lambda hparams: check_hparams(config, hparams),
+                           state_cls=PPOChunkState, chunks_cls=PPOChunks)
 
 
 def _ppo_program(

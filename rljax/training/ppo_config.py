@@ -17,12 +17,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jax.numpy as jnp
 import optax
 
 from rljax.algorithms.base import RLTransform
 from rljax.algorithms.ppo import check_ppo_args, ppo
-from rljax.config import ConfigError, check_fields, param, traced_fields, traced_values
+from rljax.config import (
+    ConfigError,
+    check_fields,
+    check_traced_hparams,
+    param,
+    resolve_traced_hparams,
+    traced_values,
+)
 from rljax.training.chunking import MAX_TOTAL_STEPS
 
 #: The values of :attr:`PPOTrainConfig.grad_clip`.
@@ -153,42 +159,22 @@ def check_train_config(config: PPOTrainConfig) -> None:
 
 
 def check_hparams(config: PPOTrainConfig, hparams: Mapping[str, Any] | None) -> None:
-    """Raise a one-line ``ValueError`` if ``hparams`` names a field that cannot be traced.
-
-    Allowed names are the traced fields of :class:`PPOTrainConfig`, each only when the
-    config's value is a number: ``None`` (e.g. ``value_clip=None``, value clipping off) is
-    structural, it removes a branch from the program. Values are not checked (they may be
-    traced); a sweep validates each configuration before it runs.
-    """
-    if hparams is None:
-        return
-    traceable = traced_fields(PPOTrainConfig)
-    unknown = sorted(set(hparams) - set(traceable))
-    if unknown:
-        raise ValueError(f"hparams: cannot trace {', '.join(unknown)}; traceable fields: "
-                         f"{', '.join(traceable)}")
-    for name in sorted(hparams):
-        if getattr(config, name) is None:
-            raise ValueError(f"hparams: {name} is traced but config.{name} is None (off is "
-                             f"structural); set config.{name} to a number")
+    """Raise a one-line ``ValueError`` if ``hparams`` names a field that cannot be traced:
+    :func:`rljax.config.check_traced_hparams` over :class:`PPOTrainConfig`'s traced fields
+    (``None``, e.g. ``value_clip=None``, value clipping off, is structural)."""
+    check_traced_hparams(PPOTrainConfig, config, hparams)
 
 
 def resolve_hparams(config: PPOTrainConfig,
                     hparams: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{name: value}`` for every traced field of :class:`PPOTrainConfig`: ``hparams[name]``
-    (a scalar, possibly traced, cast to float32) where given, else the config's constant.
+    (a scalar, possibly traced, cast to float32) where given, else the config's constant
+    (:func:`rljax.config.resolve_traced_hparams`).
 
     Raises:
       ValueError: as :func:`check_hparams`.
     """
-    check_hparams(config, hparams)
-    values = {name: getattr(config, name) for name in traced_fields(PPOTrainConfig)}
-    for name, value in (hparams or {}).items():
-        if jnp.ndim(value) != 0:
-            raise ValueError(f"hparams: {name} must be a scalar (one run's value), got shape "
-                             f"{jnp.shape(value)}")
-        values[name] = jnp.asarray(value, jnp.float32)
-    return values
+    return resolve_traced_hparams(PPOTrainConfig, config, hparams)
 
 
 def ppo_optimizer(config: PPOTrainConfig,
