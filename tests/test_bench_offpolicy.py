@@ -1,6 +1,8 @@
 """``rljax bench offpolicy``: rejax's side gets the presets' numbers, the timed runs keep
 the full run's share of updates before learning, the final window spans an episode, the
-table reads a result; and (slow, needs rejax) both sides train at tiny sizes."""
+table reads a result; and (slow: rejax is the bench extra, `pip install -e '.[dev,bench]'`
+then `python -m pytest -m slow`) rejax gets the presets' numbers and both sides train at
+tiny sizes."""
 
 import math
 
@@ -10,8 +12,8 @@ import pytest
 from experiments.benchmarks import offpolicy as bench
 
 
+@pytest.mark.slow  # needs rejax, the bench extra (CI installs dev only: a skip would fail it)
 def test_rejax_side_gets_the_presets_numbers():
-    pytest.importorskip("rejax")
     dqn = bench._rejax_algo("dqn", bench.default_config("dqn"))
     assert (dqn.num_envs, dqn.buffer_size, dqn.fill_buffer, dqn.batch_size) == (
         10, 50_000, 5_000, 100)
