@@ -2,8 +2,8 @@
 environment steps, each method's learning rate tuned with the same budget on tuning seeds
 and reported on fresh seeds.
 
-The claim re-measured: "PQN matches or beats PPO and DQN at equal environment steps"
-(Gallici et al., 2024, figures on MinAtar and Atari; purejaxql's CartPole config).
+The claim re-measured: PQN is competitive with PPO and DQN at equal environment steps
+(paraphrasing Gallici et al., 2024, on MinAtar and Atari; purejaxql's CartPole config).
 
 **Procedure.** For each method (``methods``; the ``ppo``, ``dqn``, ``pqn`` and ``sac``
 studies' configurations at the env's published row, ``total_steps = env_steps``):
