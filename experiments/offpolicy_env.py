@@ -218,12 +218,12 @@ def run_study(name: str, config: RunFields, out_dir: Path, grid: Grid | None = N
         "env_steps_per_second": steps / max(result.run_seconds + result.compile_seconds, 1e-9),
         "programs": [dict(p) for p in result.programs],
     }
-    tables = []
+    tables, columns = [], (grid_columns(configs, grid.fields) if grid is not None else {})
     for c, (cfg, run) in enumerate(zip(configs, runs, strict=True)):
         table = results_table(cfg, run["logs"])
         if grid is not None:
             for i, f in enumerate(grid.fields):
-                table.insert(1 + i, f, grid_columns(configs, grid.fields)[f][c])
+                table.insert(1 + i, f, columns[f][c])
             table.insert(0, "config", np.int32(c))
         tables.append(table)
     if grid is None:

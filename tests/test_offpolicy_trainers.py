@@ -554,3 +554,54 @@ def test_pqn_rollout_batch_bootstraps_truncations_only_when_asked():
     off = rollout_to_batch(obs, np.zeros((3, 2), np.int32), np.ones((3, 2)), done, done,
                            obs, obs[-1], bootstrap=False)
     assert off.truncated is None and off.final_obs is None
+
+
+def test_sac_networks_match_a_numpy_forward_pass_under_jit_and_vmap():
+    """mlp_sac_networks: the actor is swish MLP -> (mean, log_std clipped to [min, max]),
+    each of the N stacked critics a swish MLP of concat(obs, action) -> q, checked against
+    a numpy forward pass of the same parameters; log_alpha starts at 0."""
+    import jax
+
+    low, high = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
+    nets = mlp_sac_networks(low, high, (5, 3), num_critics=3, log_std_min=-0.1,
+                            log_std_max=0.1)
+    obs = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32) * 3.0
+    action = np.random.default_rng(1).uniform(-1, 1, size=(4, 2)).astype(np.float32)
+    keys = jax.random.split(jax.random.key(0), 2)
+    params = jax.vmap(nets.init, in_axes=(0, None))(keys, obs[0])  # a seed axis [2]
+
+    def swish(x):
+        return x / (1.0 + np.exp(-x))
+
+    def mlp(layers, x):
+        for layer in layers:
+            x = swish(x @ np.asarray(layer["kernel"]) + np.asarray(layer["bias"]))
+        return x
+
+    def np_actor(p):
+        p = p["params"]
+        h = mlp([p["Dense_0"], p["Dense_1"]], obs)
+        mean = h @ np.asarray(p["mean"]["kernel"]) + np.asarray(p["mean"]["bias"])
+        log_std = h @ np.asarray(p["log_std"]["kernel"]) + np.asarray(p["log_std"]["bias"])
+        return mean, np.clip(log_std, -0.1, 0.1)
+
+    def np_critic(p):
+        p = p["params"]
+        h = mlp([p["Dense_0"], p["Dense_1"]], np.concatenate([obs, action], -1))
+        return (h @ np.asarray(p["Dense_2"]["kernel"]) + np.asarray(p["Dense_2"]["bias"]))[:, 0]
+
+    actor = jax.jit(jax.vmap(nets.actor, in_axes=(0, None)))(params["actor"], obs)
+    critics = jax.jit(jax.vmap(jax.vmap(nets.critic, in_axes=(0, None, None)),
+                               in_axes=(0, None, None)))(params["critic"], obs, action)
+    assert critics.shape == (2, 3, 4) and np.all(np.asarray(params["log_alpha"]) == 0.0)
+    for s in range(2):
+        one = jax.tree.map(lambda x, s=s: np.asarray(x[s]), params)
+        mean, log_std = np_actor(one["actor"])
+        np.testing.assert_allclose(actor[0][s], mean, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(actor[1][s], log_std, rtol=1e-5, atol=1e-5)
+        assert np.any(np.abs(log_std) == 0.1)  # the clip binds somewhere
+        for n in range(3):
+            np.testing.assert_allclose(
+                critics[s, n], np_critic(jax.tree.map(lambda x, n=n: x[n], one["critic"])),
+                rtol=1e-5, atol=1e-5)
+    assert nets.distribution.name == "tanh_gaussian"

@@ -90,7 +90,10 @@ class ChunkState(NamedTuple):
 
 class ChunkedRun(NamedTuple):
     """A run cut into chunks for :class:`rljax.sweep.ChunkedSweep` (unpacks as ``init,
-    advance, finish, num_chunks``; the shape of :class:`rljax.training.PPOChunks`)."""
+    advance, finish, num_chunks``; every trainer's: ``rljax.training.PPOChunks`` is this
+    class). One seed each: ``init(key [], hparams=None) -> ChunkState``; ``advance(state,
+    hparams=None) -> (state, logs)`` with ``[C / W]`` log rows per chunk; ``finish(state,
+    hparams=None) -> {NONFINITE_STEP: int32 [], ...}``."""
 
     init: Callable[..., Any]
     advance: Callable[..., tuple[Any, dict[str, Array]]]
@@ -114,8 +117,7 @@ def check_chunking(num_updates: int, updates_per_chunk: int, log_every: int) -> 
 def chunked_program(start: Callable, run_updates: Callable, num_updates: int, *,
                     updates_per_chunk: int, log_every: int = 1,
                     evaluate: Callable | None = None,
-                    check_hparams: Callable | None = None, state_cls: type = ChunkState,
-                    chunks_cls: type = ChunkedRun) -> Any:
+                    check_hparams: Callable | None = None) -> ChunkedRun:
     """Cut a trainer's run into ``num_updates / updates_per_chunk`` chunks.
 
     Args:
@@ -130,9 +132,6 @@ def chunked_program(start: Callable, run_updates: Callable, num_updates: int, *,
         ``fold_in(run_key, U)``; ``None``: none.
       check_hparams: ``check_hparams(hparams)`` raising ``ValueError`` for an untraceable
         name (``finish`` calls it; ``start`` already does).
-      state_cls, chunks_cls: the NamedTuples of the state between chunks and of the
-        result (a trainer's own public names, e.g. ``PPOChunkState`` / ``PPOChunks``;
-        fields as :class:`ChunkState` / :class:`ChunkedRun`).
 
     Returns:
       :class:`ChunkedRun`: ``init(key, hparams=None)``, ``advance(state, hparams=None)
@@ -146,7 +145,7 @@ def chunked_program(start: Callable, run_updates: Callable, num_updates: int, *,
 
     def init(key: PRNGKey, hparams: Mapping[str, Array] | None = None) -> Any:
         carry, run_key = start(key, hparams)
-        return state_cls(carry, run_key, jnp.int32(0), jnp.int32(-1))
+        return ChunkState(carry, run_key, jnp.int32(0), jnp.int32(-1))
 
     def advance(state: Any, hparams: Mapping[str, Array] | None = None):
         carry, logs, finite = run_updates(state.carry, state.run_key, state.update,
@@ -157,8 +156,8 @@ def chunked_program(start: Callable, run_updates: Callable, num_updates: int, *,
         if log_every > 1:
             logs = {name: window_aggregate(x, log_every, name in SUMMED_LOGS)
                     for name, x in logs.items()}
-        return state_cls(carry, state.run_key, state.update + updates_per_chunk,
-                         nonfinite_step), logs
+        return ChunkState(carry, state.run_key, state.update + updates_per_chunk,
+                          nonfinite_step), logs
 
     def finish(state: Any,
                hparams: Mapping[str, Array] | None = None) -> dict[str, Array]:
@@ -169,4 +168,4 @@ def chunked_program(start: Callable, run_updates: Callable, num_updates: int, *,
             out.update(evaluate(state.carry, jax.random.fold_in(state.run_key, num_updates)))
         return out
 
-    return chunks_cls(init, advance, finish, num_updates // updates_per_chunk)
+    return ChunkedRun(init, advance, finish, num_updates // updates_per_chunk)

@@ -55,7 +55,13 @@ from rljax.policies.distributions import (
     check_supports,
     policy_distribution,
 )
-from rljax.training.chunking import SUMMED_LOGS, check_chunking, chunked_program  # noqa: F401
+from rljax.training.chunking import (  # noqa: F401  (SUMMED_LOGS re-exported)
+    SUMMED_LOGS,
+    ChunkedRun,
+    ChunkState,
+    check_chunking,
+    chunked_program,
+)
 from rljax.training.evaluation import episode_limit, evaluate_policy
 from rljax.training.ppo_config import (  # noqa: F401  (re-exported)
     GRAD_CLIPS,
@@ -158,39 +164,13 @@ def make_ppo_train(
     return train
 
 
-class PPOChunkState(NamedTuple):
-    """One seed's PPO run between chunks (:func:`make_ppo_chunks`); every key lives here,
-    so a run restored from a saved state continues bitwise.
+PPOChunkState = ChunkState
+"""One seed's PPO run between chunks (:func:`make_ppo_chunks`): the shared
+:class:`rljax.training.chunking.ChunkState`, whose ``carry`` is a :class:`PPOCarry`."""
 
-    Attributes:
-      carry: :class:`PPOCarry` (parameters, optimizer state, environments).
-      run_key: typed key ``[]``; update ``u`` uses ``fold_in(run_key, u)``.
-      update: ``int32 []``, updates done so far.
-      nonfinite_step: ``int32 []``, the first update after which the parameters or the
-        loss were non-finite, ``-1`` if none so far.
-    """
-
-    carry: PPOCarry
-    run_key: PRNGKey
-    update: Array
-    nonfinite_step: Array
-
-
-class PPOChunks(NamedTuple):
-    """A PPO run cut into chunks for :class:`rljax.sweep.ChunkedSweep` (unpacks as
-    ``init, advance, finish, num_chunks``).
-
-    One seed each: ``init(key [], hparams=None) -> PPOChunkState``;
-    ``advance(state, hparams=None) -> (state, logs)`` with ``[C / W]`` log rows per chunk
-    (C updates per chunk, W per row); ``finish(state, hparams=None) -> {NONFINITE_STEP:
-    int32 []}`` (see :func:`make_ppo_chunks`). ``hparams``: as for
-    :func:`make_ppo_train`; pass the same values to every call of one run.
-    """
-
-    init: Callable[..., PPOChunkState]
-    advance: Callable[..., tuple[PPOChunkState, dict[str, Array]]]
-    finish: Callable[..., dict[str, Array]]
-    num_chunks: int
+PPOChunks = ChunkedRun
+"""A PPO run cut into chunks (:func:`make_ppo_chunks`): the shared
+:class:`rljax.training.chunking.ChunkedRun` (``init, advance, finish, num_chunks``)."""
 
 
 def make_ppo_chunks(
@@ -275,8 +255,7 @@ def make_ppo_chunks(
     return chunked_program(start, run_updates, num_updates,
                            updates_per_chunk=updates_per_chunk, log_every=log_every,
                            evaluate=evaluate if eval_episodes else None,
-                           check_hparams=lambda hparams: check_hparams(config, hparams),
-                           state_cls=PPOChunkState, chunks_cls=PPOChunks)
+                           check_hparams=lambda hparams: check_hparams(config, hparams))
 
 
 def _ppo_program(
