@@ -719,6 +719,11 @@ class ChunkedSweep:
     same compiled chunk program runs on the same state). The progress bar counts
     seeds x chunks, so its ETA moves within a round.
 
+    The block's state is donated to each ``advance`` call: the new state reuses the old
+    one's memory, so a large state (a replay buffer) is not copied at every chunk. A
+    checkpointer's ``save`` must therefore have read the state when it returns (as
+    :class:`rljax.checkpoint.Checkpointer`'s does).
+
     Args:
       init: ``init(key) -> state`` (pytree of arrays).
       advance: ``advance(state) -> (state, logs)``; ``logs`` a pytree of arrays (keep it
@@ -781,7 +786,8 @@ class ChunkedSweep:
             return jax.vmap(finish)(state, hparams) if with_hp else jax.vmap(finish)(state)
 
         shard = dict(in_shardings=self.sharding, out_shardings=self.sharding)
-        programs = (jax.jit(init_block, **shard), jax.jit(advance_block, **shard),
+        programs = (jax.jit(init_block, **shard),
+                    jax.jit(advance_block, donate_argnums=0, **shard),
                     jax.jit(finish_block, **shard))
         self._programs[structure] = programs
         return programs

@@ -113,3 +113,40 @@ def test_round_checkpoints_resume_and_timed_fraction(tmp_path):
     assert again.timed_fraction == 0.0
     for name in full.outputs:
         np.testing.assert_array_equal(again.outputs[name], full.outputs[name])
+
+
+def test_chunked_advance_donates_the_state_it_replaces(tmp_path):
+    """ChunkedSweep's advance program donates its input state, so a chunk's new state
+    reuses the old one's memory (a replay buffer is not copied at every chunk): the states
+    handed to the checkpointer after chunks 1 and 2 are deleted once the next chunk has
+    run, and the donated run's bits are the run without checkpoints'."""
+    import jax.numpy as jnp
+
+    from rljax.checkpoint import Checkpointer
+    from rljax.sweep import ChunkedSweep
+
+    saved = []
+
+    class Recording(Checkpointer):
+        def save(self, step, state, **kwargs):
+            saved.append(state["state"])
+            return super().save(step, state, **kwargs)
+
+    def init(key):
+        return {"buffer": jnp.zeros((512,)), "key": key}
+
+    def advance(state):
+        key, sub = jax.random.split(state["key"])
+        buffer = state["buffer"] + jax.random.normal(sub, state["buffer"].shape)
+        return {"buffer": buffer, "key": key}, {"mean": buffer.mean()}
+
+    def finish(state):
+        return {"total": state["buffer"].sum()}
+
+    sweep = ChunkedSweep(init, advance, finish, num_chunks=3, block_size=2)
+    kept = sweep.run(2, checkpointer=Recording(tmp_path), checkpoint_every=1, progress=False)
+    assert len(saved) == 2
+    assert [s["buffer"].is_deleted() for s in saved] == [True, True]
+    plain = sweep.run(2, progress=False)
+    for name in ("logs", "final"):
+        jax.tree.map(np.testing.assert_array_equal, kept.outputs[name], plain.outputs[name])

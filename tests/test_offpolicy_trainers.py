@@ -556,6 +556,27 @@ def test_pqn_rollout_batch_bootstraps_truncations_only_when_asked():
     assert off.truncated is None and off.final_obs is None
 
 
+def test_pqn_targets_from_the_acting_q_values_are_the_recomputed_ones(pqn_run, monkeypatch):
+    """The PQN trainer hands q_lambda_targets the max-Q it acted on (no second forward
+    pass over the rollout): a run whose targets recompute max_a Q(s_t, a) from the stored
+    observations under the same parameters logs the same losses and Q-values (float32
+    tolerance: the per-step and the batched matmul may round differently)."""
+    import rljax.training.pqn as pqn_trainer
+
+    targets = pqn_trainer.q_lambda_targets
+
+    def recomputed(q_apply, params, batch, *, gamma, lam, max_q=None):
+        assert max_q is not None and max_q.shape == batch.rewards.shape
+        return targets(q_apply, params, batch, gamma=gamma, lam=lam)
+
+    monkeypatch.setattr(pqn_trainer, "q_lambda_targets", recomputed)
+    logs = jax.tree.map(np.asarray, jax.jit(make_pqn_train(CARTPOLE, PQN))(KEY))
+    for name in ("loss", "q"):
+        np.testing.assert_allclose(pqn_run["whole"][name], logs[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+    np.testing.assert_array_equal(pqn_run["whole"]["return_sum"], logs["return_sum"])
+
+
 def test_sac_networks_match_a_numpy_forward_pass_under_jit_and_vmap():
     """mlp_sac_networks: the actor is swish MLP -> (mean, log_std clipped to [min, max]),
     each of the N stacked critics a swish MLP of concat(obs, action) -> q, checked against

@@ -115,6 +115,26 @@ def test_precomputed_targets_on_a_flat_minibatch_give_the_same_loss():
     np.testing.assert_allclose(flat_loss, rollout_loss, rtol=1e-6)
 
 
+def test_targets_from_given_max_q_match_the_reference_under_jit_vmap():
+    """q_lambda_targets(max_q=...) uses the given max_a Q(s_t, a) instead of a forward pass
+    over batch.obs: against the numpy loop fed the same values (random ones, so a target
+    that ignored them and recomputed Q would fail), under jit and a vmap over rollouts."""
+    rng = np.random.default_rng(5)
+    params = {"w": rng.normal(size=(D, A)).astype(np.float32),
+              "b": rng.normal(size=A).astype(np.float32)}
+    batches = [random_rollout(10 + i) for i in range(S)]
+    given = rng.normal(size=(S, T, B)).astype(np.float32)
+    stacked = jax.tree.map(lambda *xs: np.stack(xs), *batches)
+    got = jax.jit(jax.vmap(lambda b, m: q_lambda_targets(linear_q, params, b, gamma=GAMMA,
+                                                         lam=LAM, max_q=m)))(stacked, given)
+    for i, b in enumerate(batches):
+        last = (b.last_obs @ params["w"] + params["b"]).max(-1)
+        trunc_q = (b.final_obs @ params["w"] + params["b"]).max(-1)
+        want = reference_returns(b.rewards, given[i], last, b.terminated, b.truncated,
+                                 trunc_q, GAMMA, LAM)
+        np.testing.assert_allclose(got[i], want, rtol=1e-5, atol=1e-5)
+
+
 def test_bad_arguments_are_refused():
     for kwargs, name in [({"gamma": -0.1}, "gamma"), ({"lam": 1.5}, "lam")]:
         with pytest.raises(ValueError, match=name):

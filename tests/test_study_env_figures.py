@@ -199,6 +199,55 @@ def _compare_pendulum() -> list[str]:
             f"{_ci(pair['difference'], *pair['ci'], 0)}"]
 
 
+def _compare_breakout() -> list:
+    """offpolicy-compare on Breakout-MinAtar (PPO, DQN, PQN at 250,000 steps): each
+    method's test return IQM (in the index row too) and the paired differences."""
+    s = _load("offpolicy_compare_Breakout-MinAtar.json")
+    rep = s["report"]
+    digits = {"ppo": 1, "dqn": 1, "pqn": (1, 2)}
+    out: list = []
+    for method, label in (("ppo", "PPO"), ("dqn", "DQN"), ("pqn", "PQN")):
+        d = digits[method]
+        point, low, high = rep[method]["iqm"], *rep[method]["ci"]
+        text = (f"{_num(point, d[0])} [{_num(low, d[1])}, {_num(high, d[0])}]"
+                if isinstance(d, tuple) else _ci(point, low, high, d))
+        out.append(InIndex(f"{label} {text}"))
+    pairs = {(p["a"], p["b"]): p for p in s["pairs"]}
+    dqn_pqn = pairs[("dqn", "pqn")]
+    ppo_pqn = pairs[("ppo", "pqn")]
+    ppo_dqn = pairs[("ppo", "dqn")]
+    def signed(p, d_point, d_low, d_high):
+        return (f"{_num(p['difference'], d_point, True)} [{_num(p['ci'][0], d_low, True)}, "
+                f"{_num(p['ci'][1], d_high, True)}]")
+
+    out += [f"DQN − PQN {signed(dqn_pqn, 1, 1, 1)}", f"PPO − PQN {signed(ppo_pqn, 2, 2, 2)}",
+            f"PPO − DQN {signed(ppo_dqn, 2, 1, 2)}",
+            f"P(DQN > PQN) {dqn_pqn['p_a_better']:.2f}",
+            f"P(PPO > PQN) {ppo_pqn['p_a_better']:.2f}",
+            f"P(PPO > DQN) {ppo_dqn['p_a_better']:.2f}"]
+    return out
+
+
+def _sac_normalized() -> list[str]:
+    """sac on Pendulum-v1 with the env-side observation normaliser, on the default run's
+    16 seeds: its test return IQM, the seeds below -500, and the paired difference against
+    the committed default run (experiments/figures/sac.json)."""
+    import jax
+
+    from rljax.stats.reported import reported_interval
+
+    record = _load("sac_env_Pendulum-v1_normalized.json")
+    raw = json.loads((ROOT / "experiments" / "figures" / "sac.json").read_text())
+    s, r = record["summary"], raw["summary"]
+    x, y = s["test_returns"], r["test_returns"]
+    diff = reported_interval("paired_difference", x, y, key=jax.random.key(0))
+    below = sum(v < -500 for v in x)
+    return [_ci(s["test_return_iqm"], *s["test_return_ci"], 0),
+            f"{below} of {len(x)} seeds below −500",
+            _ci(r["test_return_iqm"], *r["test_return_ci"], 0),
+            f"normalised − raw is {_ci(diff.point, diff.low, diff.high, 0)}"]
+
+
 EXPECTED = {  # name: (the page that quotes them, the figures)
     "ppo Pendulum-v1 (gymnax-blines)": ("ppo", [_study("ppo_env_Pendulum-v1.json", 0),
                                                 *_eval("ppo_env_Pendulum-v1.json", 0)]),
@@ -226,6 +275,9 @@ EXPECTED = {  # name: (the page that quotes them, the figures)
     "bench lm (decoder)": ("lm-grpo", _bench_lm()),
     "bench lm-scale": (ANY_PAGE, _bench_lm_scale()),
     "offpolicy-compare Pendulum-v1 (SAC vs PPO)": ("offpolicy-compare", _compare_pendulum()),
+    "sac Pendulum-v1 with the observation normaliser": ("sac", _sac_normalized()),
+    "offpolicy-compare Breakout-MinAtar (PPO, DQN, PQN)": ("offpolicy-compare",
+                                                           _compare_breakout()),
     "lm-grpo on word problems (BPE, LoRA)": ("lm-grpo", _lm_grpo_word()),
 }
 
@@ -281,3 +333,15 @@ def test_the_blines_comparison_is_of_the_committed_runs():
                                            hp["learning_rate"], hp["total_steps"])
     assert hp["gaussian_scale"] == "softplus"
     assert rljax["published_return"] == -200.6
+
+
+def test_the_sac_normaliser_run_is_paired_with_the_default_run():
+    """The normaliser run differs from the committed default sac run only in
+    normalize_observations (same seeds, keys and trainer fields), so the page's paired
+    difference pairs like with like."""
+    record = _load("sac_env_Pendulum-v1_normalized.json")
+    raw = json.loads((ROOT / "experiments" / "figures" / "sac.json").read_text())
+    assert record["config"]["normalize_observations"] is True
+    assert raw["config"]["normalize_observations"] is False
+    differ = {k for k in record["config"] if record["config"][k] != raw["config"].get(k)}
+    assert differ == {"normalize_observations"}, differ

@@ -118,6 +118,7 @@ def q_lambda_targets(
     *,
     gamma: float | Array,
     lam: float | Array,
+    max_q: Array | None = None,
 ) -> Array:
     """The Q(lambda) targets of a rollout under ``params`` (stop-gradient).
 
@@ -127,6 +128,8 @@ def q_lambda_targets(
       batch: a rollout ``[T, B]`` with ``rewards``, ``terminated`` and ``last_obs`` (and
         optionally ``truncated`` / ``final_obs``).
       gamma, lam: in ``[0, 1]``.
+      max_q: optional ``[T, B]`` ``max_a Q(s_t, a)`` under ``params``, already computed
+        (a trainer keeps the values it acted on); ``None`` computes it from ``batch.obs``.
 
     Returns:
       ``[T, B]`` targets ``G_t``.
@@ -135,7 +138,8 @@ def q_lambda_targets(
         raise ValueError("q_lambda_targets: the batch needs rewards, terminated and last_obs")
     chex.assert_rank([batch.actions, batch.rewards, batch.terminated], 2)
     chex.assert_equal_shape([batch.actions, batch.rewards, batch.terminated])
-    max_q = jnp.max(q_apply(params, batch.obs), axis=-1)
+    if max_q is None:
+        max_q = jnp.max(q_apply(params, batch.obs), axis=-1)
     last_max_q = jnp.max(q_apply(params, batch.last_obs), axis=-1)
     truncation_max_q = None
     if batch.final_obs is not None and batch.truncated is not None:

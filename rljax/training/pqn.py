@@ -114,12 +114,14 @@ def _pqn_program(env: Environment, config: PQNTrainConfig, env_params: Any,
         def body(state, step_key):
             obs, env_state, episode_return = state
             act_key, env_key = jax.random.split(step_key)
-            actions = epsilon_greedy(act_key, network.apply(carry.params, obs), epsilon)
+            q = network.apply(carry.params, obs)
+            actions = epsilon_greedy(act_key, q, epsilon)
             moved = env_transition(step, env_params, env_state, actions,
                                    jax.random.split(env_key, num_envs), episode_return,
                                    bootstrap=bootstrap, has_raw_reward=has_raw_reward)
             record = (obs, actions, moved.reward, moved.terminated, moved.done,
-                      moved.bootstrap_obs, moved.return_sum, moved.episodes)
+                      moved.bootstrap_obs, moved.return_sum, moved.episodes,
+                      jnp.max(q, axis=-1))
             return (moved.next_obs, moved.env_state, moved.episode_return), record
 
         state = (carry.obs, carry.env_state, carry.episode_return)
@@ -132,12 +134,14 @@ def _pqn_program(env: Environment, config: PQNTrainConfig, env_params: Any,
         rollout_key, update_key = jax.random.split(key)
         epsilon = linear_epsilon(config, update * num_envs * num_steps)
         (obs, env_state, episode_return), traj = rollout(carry, rollout_key, epsilon)
-        seen, actions, rewards, terminated, done, bootstrap_obs, return_sum, episodes = traj
+        (seen, actions, rewards, terminated, done, bootstrap_obs, return_sum, episodes,
+         max_q) = traj
         rollout_batch = rollout_to_batch(seen, actions, rewards * values["reward_scale"],
                                          terminated, done, bootstrap_obs, obs,
                                          bootstrap=bootstrap)
+        # the acting Q-values are the targets' max_q: the same params, no second pass
         targets = q_lambda_targets(network.apply, carry.params, rollout_batch,
-                                   gamma=values["gamma"], lam=values["lam"])
+                                   gamma=values["gamma"], lam=values["lam"], max_q=max_q)
         flat = lambda x: x.reshape(num_steps * num_envs, *x.shape[2:])  # noqa: E731
         batch = PQNBatch(flat(seen), flat(actions), targets=flat(targets))
         params, _, opt_state, metrics = multi_step_update(
