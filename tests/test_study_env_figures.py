@@ -201,11 +201,13 @@ def _compare_pendulum() -> list[str]:
 
 def _compare_breakout() -> list:
     """offpolicy-compare on Breakout-MinAtar (PPO, DQN, PQN at 250,000 steps): each
-    method's test return IQM (in the index row too) and the paired differences."""
+    method's tuning IQMs, test return IQM (in the index row too) and the paired
+    differences."""
     s = _load("offpolicy_compare_Breakout-MinAtar.json")
     rep = s["report"]
     digits = {"ppo": 1, "dqn": 1, "pqn": (1, 2)}
-    out: list = []
+    out: list = [" / ".join(f"{x:.1f}" for x in s["tuning"][m]["iqm"])
+                 for m in ("ppo", "dqn", "pqn")]  # the tuning table's cells
     for method, label in (("ppo", "PPO"), ("dqn", "DQN"), ("pqn", "PQN")):
         d = digits[method]
         point, low, high = rep[method]["iqm"], *rep[method]["ci"]
