@@ -35,6 +35,7 @@ from rljax.config import (
     resolve_traced_hparams,
     traced_fields,
     traced_values,
+    with_defaults,
 )
 from rljax.policies.mlp import ACTIVATIONS
 from rljax.training.chunking import MAX_TOTAL_STEPS
@@ -159,7 +160,7 @@ class ExplorationConfig:
 
 
 @dataclass(frozen=True)
-class DQNTrainConfig(ExplorationConfig, ReplayTrainConfig):
+class DQNTrainConfig(ExplorationConfig, with_defaults(ReplayTrainConfig, grad_clip="elementwise")):
     """Hyperparameters of :func:`rljax.training.dqn.make_dqn_train` (defaults: rejax's DQN
     row of ``configs/gymnax/cartpole.yaml``: 10 envs, buffer 50,000 filled for 5,000 steps,
     batch 100, 5 gradient steps per iteration, lr 1e-3, elementwise clip 10, Polyak 0.98
@@ -177,40 +178,27 @@ class DQNTrainConfig(ExplorationConfig, ReplayTrainConfig):
     target_update_period: int = param(5, "gradient steps between target moves", low=1)
     dueling: bool = param(True, "the dueling head V + A - mean(A)")
     layer_norm: bool = param(False, "LayerNorm in the hidden layers")
-    grad_clip: str = param("elementwise", "'global_norm' (optax.clip_by_global_norm) or "
-                           "'elementwise' (optax.clip, rejax)", choices=GRAD_CLIPS)
 
 
 @dataclass(frozen=True)
-class PQNTrainConfig(ExplorationConfig, OffPolicyTrainConfig):
+class PQNTrainConfig(
+        with_defaults(ExplorationConfig, eps_end=0.2, exploration_fraction=0.2),
+        with_defaults(OffPolicyTrainConfig, num_envs=32, total_steps=500_000,
+                      learning_rate=1e-4, anneal_lr=True, optimizer="radam",
+                      hidden_size=256, activation="relu")):
     """Hyperparameters of :func:`rljax.training.pqn.make_pqn_train` (defaults: purejaxql's
     ``pqn_cartpole.yaml``: 32 envs x 64 steps, 4 epochs x 16 minibatches, RAdam lr 1e-4
     annealed, global-norm clip 10, lambda 0.95, rewards x 0.1, LayerNorm ReLU 256x256,
     epsilon 1 -> 0.2 over the first 20 % of updates, 500,000 steps)."""
 
-    num_envs: int = param(32, "N parallel environments per seed", low=1)
     num_steps: int = param(64, "T steps per environment per update (a [T, N] rollout)",
                            low=1)
-    total_steps: int = param(500_000, "environment steps per seed in all", low=1,
-                             high=MAX_TOTAL_STEPS)
     num_epochs: int = param(4, "passes over each N T rollout per update", low=1)
     num_minibatches: int = param(16, "minibatches per pass (must divide N T)", low=1)
-    learning_rate: float = param(1e-4, "the optimizer's (initial) step size", traced=True,
-                                 low=0.0, low_open=True)
-    anneal_lr: bool = param(True, "anneal the step size linearly to 0 over all gradient "
-                            "steps")
-    optimizer: str = param("radam", "'adam' or 'radam' (purejaxql's PQN)",
-                           choices=OPTIMIZERS)
     lam: float = param(0.95, "Q(lambda)'s trace parameter", traced=True, low=0.0, high=1.0)
     reward_scale: float = param(0.1, "rewards are multiplied by this in the targets "
                                 "(purejaxql's REW_SCALE); returns are reported unscaled",
                                 traced=True, low=0.0, low_open=True)
-    eps_end: float = param(0.2, "epsilon after the exploration phase", low=0.0, high=1.0)
-    exploration_fraction: float = param(0.2, "the fraction of total_steps over which "
-                                        "epsilon decays linearly", low=0.0, high=1.0)
-    hidden_size: int = param(256, "width of each hidden layer", low=1, high=2**16)
-    activation: str = param("relu", "the hidden layers' activation",
-                            choices=tuple(ACTIVATIONS))
     layer_norm: bool = param(True, "LayerNorm in the hidden layers (PQN's stabiliser)")
 
     @property
@@ -234,7 +222,9 @@ class PQNTrainConfig(ExplorationConfig, OffPolicyTrainConfig):
 
 
 @dataclass(frozen=True)
-class SACTrainConfig(ReplayTrainConfig):
+class SACTrainConfig(with_defaults(ReplayTrainConfig, num_envs=1, total_steps=10_000,
+                                   buffer_size=10_000, learning_starts=256, batch_size=256,
+                                   num_epochs=1, learning_rate=1e-2, max_grad_norm=None)):
     """Hyperparameters of :func:`rljax.training.sac.make_sac_train` (defaults: rejax's SAC
     row of ``configs/gymnax/pendulum.yaml``: 1 env, buffer 10,000 filled for 256 steps,
     batch 256, one gradient step per env step, Adam lr 1e-2 on actor, critics and
@@ -242,20 +232,6 @@ class SACTrainConfig(ReplayTrainConfig):
     -A, 10,000 steps; observations normalised, the study's ``normalize_observations``).
     """
 
-    num_envs: int = param(1, "N parallel environments per seed", low=1)
-    total_steps: int = param(10_000, "environment steps per seed in all", low=1,
-                             high=MAX_TOTAL_STEPS)
-    buffer_size: int = param(10_000, "the replay buffer's capacity (transitions)", low=1)
-    learning_starts: int = param(256, "environment steps of uniform-random actions before "
-                                 "the first gradient step", low=0)
-    batch_size: int = param(256, "transitions per gradient step", low=1)
-    num_epochs: int = param(1, "gradient steps per update (after each env step of the N "
-                            "envs)", low=1)
-    learning_rate: float = param(1e-2, "the optimizer's (initial) step size", traced=True,
-                                 low=0.0, low_open=True)
-    max_grad_norm: float | None = param(None, "the gradient clip's bound (global norm, or "
-                                        "each entry with grad_clip='elementwise'); None: no "
-                                        "clip", traced=True, low=0.0, low_open=True)
     target_entropy: float | None = param(None, "the temperature's entropy target; None: "
                                          "-A (A action dimensions)", traced=True)
     num_critics: int = param(2, "critics the target's minimum is over (2: clipped "
