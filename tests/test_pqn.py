@@ -135,6 +135,15 @@ def test_targets_from_given_max_q_match_the_reference_under_jit_vmap():
         np.testing.assert_allclose(got[i], want, rtol=1e-5, atol=1e-5)
 
 
+def test_max_q_of_the_wrong_shape_is_a_one_line_error():
+    batch = random_rollout(4)
+    params = {"w": np.zeros((D, A), np.float32), "b": np.zeros(A, np.float32)}
+    with pytest.raises(ValueError, match=r"^max_q: must be \[T, B\] = \(6, 2\) like the "
+                       r"rewards, got shape \(6, 2, 4\)$"):
+        q_lambda_targets(linear_q, params, batch, gamma=GAMMA, lam=LAM,
+                         max_q=np.zeros((T, B, A), np.float32))
+
+
 def test_bad_arguments_are_refused():
     for kwargs, name in [({"gamma": -0.1}, "gamma"), ({"lam": 1.5}, "lam")]:
         with pytest.raises(ValueError, match=name):

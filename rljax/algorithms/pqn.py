@@ -133,6 +133,10 @@ def q_lambda_targets(
 
     Returns:
       ``[T, B]`` targets ``G_t``.
+
+    Raises:
+      ValueError: one line, for a batch without rewards / terminated / last_obs or a
+        ``max_q`` whose shape is not the rewards'.
     """
     if batch.rewards is None or batch.terminated is None or batch.last_obs is None:
         raise ValueError("q_lambda_targets: the batch needs rewards, terminated and last_obs")
@@ -140,6 +144,9 @@ def q_lambda_targets(
     chex.assert_equal_shape([batch.actions, batch.rewards, batch.terminated])
     if max_q is None:
         max_q = jnp.max(q_apply(params, batch.obs), axis=-1)
+    elif jnp.shape(max_q) != jnp.shape(batch.rewards):
+        raise ValueError(f"max_q: must be [T, B] = {tuple(jnp.shape(batch.rewards))} like the "
+                         f"rewards, got shape {tuple(jnp.shape(max_q))}")
     last_max_q = jnp.max(q_apply(params, batch.last_obs), axis=-1)
     truncation_max_q = None
     if batch.final_obs is not None and batch.truncated is not None:
